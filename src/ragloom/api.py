@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ragloom.errors import (
     DbError,
@@ -32,7 +32,8 @@ from ragloom.index.tokenize import TOKENIZER_VERSION
 from ragloom.index.vectors import HnswVectors
 from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES, is_binary, walk
-from ragloom.retrieve.search import Retriever, SearchResult
+from ragloom.retrieve.config import RetrievalStrategy
+from ragloom.retrieve.search import DEFAULT_STRATEGY, Retriever, SearchResult
 
 if TYPE_CHECKING:
     from ragloom.embed.base import Embedder
@@ -258,9 +259,51 @@ class Index:
                 store.close()
         return stats
 
-    def search(self, query: str, *, top_k: int = 10, strategy: str = "hybrid") -> SearchResult:
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 10,
+        strategy: str | RetrievalStrategy = DEFAULT_STRATEGY,
+        explain: bool = False,
+    ) -> SearchResult:
         """Search the index; see :class:`~ragloom.retrieve.search.SearchResult`."""
-        return self.retriever.search(query, top_k=top_k, strategy=strategy)
+        return self.retriever.search(query, top_k=top_k, strategy=strategy, explain=explain)
+
+    def get_context(
+        self,
+        query: str,
+        *,
+        top_k: int = 15,
+        budget: int | Any = 8000,
+        strategy: str | RetrievalStrategy = DEFAULT_STRATEGY,
+        format: str = "xml",
+        counter: str | Any = "cl100k",
+        include_scores: bool = False,
+    ) -> Any:
+        """Search, then assemble a deduplicated, stitched, budgeted context (AssembledContext).
+
+        ``budget`` is a token count or a :class:`ragloom.assemble.TokenBudget`; ``counter`` a
+        counter name (``cl100k``, ``o200k``, ``approx``) or a TokenCounter.
+        """
+        from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
+
+        if isinstance(budget, int):
+            budget = TokenBudget.for_total(budget)
+        tc = get_counter(counter) if isinstance(counter, str) else counter
+        result = self.search(query, top_k=top_k, strategy=strategy)
+        retriever = self.retriever
+        embeddings = retriever.embeddings_for_hits(result.hits)
+        policy = AssemblyPolicy(format=format, include_scores=include_scores)
+        return assemble_context(
+            query,
+            result.hits,
+            root=self.root,
+            budget=budget,
+            policy=policy,
+            counter=tc,
+            embeddings=embeddings,
+        )
 
     def status(self, *, freshness: bool = True) -> IndexStatus:
         """Counts, model, BM25/vector readiness and (optionally) on-disk freshness."""

@@ -177,6 +177,7 @@ def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
     }
     if explain:
         out["scores"] = hit.scores
+        out["explain"] = hit.explain
     return out
 
 
@@ -186,8 +187,14 @@ def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
     "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
 )
 @click.option("-k", "--top-k", type=int, default=10, show_default=True)
-@click.option("--strategy", default="hybrid", show_default=True, help="hybrid | dense | sparse")
-@click.option("--explain", is_flag=True, help="Show each modality's rank and score.")
+@click.option(
+    "--strategy",
+    default="hybrid",
+    show_default=True,
+    help="hybrid | hybrid-mmr | dense | sparse, optionally +raw or +no-STEP "
+    "(STEP: expand, synonyms, entities, exact, decompose, language).",
+)
+@click.option("--explain", is_flag=True, help="Show each modality's rank and score, and boosts.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list.")
 @_handle_errors
 def search_cmd(
@@ -195,12 +202,14 @@ def search_cmd(
 ) -> None:
     """Search the index for QUERY."""
     idx = _open_for_read(str(index_dir) if index_dir else None)
-    result = idx.search(query, top_k=top_k, strategy=strategy)
+    result = idx.search(query, top_k=top_k, strategy=strategy, explain=explain)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     if as_json:
         _echo_json([_hit_json(h, explain) for h in result.hits])
         return
+    if explain:
+        click.echo(f"query: {json.dumps(result.query, sort_keys=True)}")
     if not result.hits:
         click.echo("no results")
         return
@@ -213,6 +222,8 @@ def search_cmd(
         if explain:
             for m, s in sorted(h.scores.items()):
                 click.echo(f"      {m}: rank {h.ranks[m]} score {s:.4f}")
+            for stage, info in h.explain.items():
+                click.echo(f"      {stage}: {info}")
 
 
 @cli.command("status")
@@ -240,6 +251,75 @@ def status_cmd(index_dir: Path | None, no_freshness: bool, as_json: bool) -> Non
     )
     if st.stale_files is not None:
         click.echo(f"stale     {st.stale_files} files differ from the index")
+
+
+@cli.command("bench")
+@click.option(
+    "--corpus",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Folder to index [the CPython stdlib].",
+)
+@click.option(
+    "--packages",
+    default="",
+    help="Comma-separated stdlib packages to use instead of the whole library.",
+)
+@click.option(
+    "--work-dir", type=click.Path(path_type=Path), default=Path("bench-out"), show_default=True
+)
+@click.option("--model", default=None, help="Embedding model spec [default].")
+@click.option(
+    "--incremental-packages",
+    default="json,http,email,asyncio",
+    show_default=True,
+    help="Corpus of the one-file-edit re-index benchmark.",
+)
+@click.option("--skip-cold", is_flag=True, help="Skip the cold index of the full corpus.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Append the Markdown figures to this file.",
+)
+@click.option("--json", "as_json", is_flag=True)
+@_handle_errors
+def bench_cmd(
+    corpus: Path | None,
+    packages: str,
+    work_dir: Path,
+    model: str | None,
+    incremental_packages: str,
+    skip_cold: bool,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Benchmark indexing and querying on a real corpus (slow: minutes to half an hour)."""
+    from ragloom import bench
+
+    results: dict[str, object] = {}
+    source = corpus or bench.stdlib_root()
+    pkgs = [p for p in packages.split(",") if p]
+    if not skip_cold:
+        root = bench.make_corpus(work_dir / "cold", source, pkgs or None)
+        with _progress(sys.stderr.isatty()) as progress:
+            results["cold index"] = bench.bench_index(root, embedder=model, progress=progress)
+        results["warm queries (top 10)"] = bench.bench_queries(root / ".ragloom")
+    inc_pkgs = [p for p in incremental_packages.split(",") if p]
+    inc_root = bench.make_corpus(work_dir / "incremental", bench.stdlib_root(), inc_pkgs)
+    bench.bench_index(inc_root, embedder=model)
+    results["incremental re-index after a one-file edit"] = bench.bench_incremental(inc_root)
+    results["warm queries on the incremental corpus (top 10)"] = bench.bench_queries(
+        inc_root / ".ragloom"
+    )
+    command = "ragloom " + " ".join(sys.argv[1:])
+    if as_json:
+        _echo_json(results)
+    else:
+        click.echo(bench.render_markdown(results, command))
+    if out is not None:
+        with out.open("a", encoding="utf-8") as fh:
+            fh.write("\n" + bench.render_markdown(results, command) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:

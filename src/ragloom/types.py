@@ -74,3 +74,5 @@ class Hit:
     start_byte: int = 0
     end_byte: int = 0
     source: str = "code"
+    explain: dict[str, object] = field(default_factory=dict)
+    """What each ranking stage did to this hit (filled when searching with ``explain=True``)."""

@@ -1,16 +1,37 @@
-"""Dense, sparse and hybrid retrieval over an open index.
+"""Dense, sparse and hybrid retrieval over an open index: the ranking pipeline.
 
-Each modality returns ``(rowid, score)`` best first; hybrid runs both and fuses them with
-weighted reciprocal rank fusion (``ragloom.retrieve.fusion``). Every hit keeps the rank and
-score each modality gave it, for ``ragloom search --explain``.
+One query goes through (ploke-rag-plan.md sections 1 and 4, tamma phases 2 and 5):
+
+1. query processing (``ragloom.retrieve.query``): BM25 text with identifiers split and joined
+   and code synonyms added, the plain question for the embedding model, entities (files and
+   symbols the index knows), a language mention, and sub-queries of a compound question;
+2. BM25 and dense retrieval, run concurrently (a worker thread embeds and searches the vectors
+   while the calling thread searches BM25; both libraries release the GIL);
+3. weighted reciprocal rank fusion of the two lists (and of each sub-query's fused list);
+4. the language boost, the exact-match boost (a named symbol or file comes first, fetched
+   from the store if retrieval missed it), an optional reranker, an optional recency boost;
+5. MMR over the top ``candidate_pool`` when the strategy asks for it.
+
+Every hit keeps the rank and score each modality gave it, and with ``explain=True`` a record of
+what each stage did to it (``ragloom search --explain``).
+
+Strategy names: ``sparse``, ``dense``, ``hybrid``, ``hybrid-mmr``, each optionally followed by
+``+raw`` (no query processing) or ``+no-STEP`` for one step off, where STEP is one of
+``expand``, ``synonyms``, ``entities``, ``exact``, ``decompose``, ``language``
+(for example ``hybrid+no-synonyms+no-decompose``). The evaluation suite runs them side by side.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,20 +39,97 @@ from ragloom.errors import ConfigError
 from ragloom.index.bm25 import TantivyBm25
 from ragloom.index.store import ChunkRow, Store
 from ragloom.index.vectors import HnswVectors
+from ragloom.retrieve.config import (
+    Dense,
+    Hybrid,
+    MmrConfig,
+    RecencyConfig,
+    RetrievalStrategy,
+    RrfConfig,
+    Sparse,
+    parse_strategy,
+    strategy_name,
+)
+from ragloom.retrieve.fusion import (
+    apply_recency,
+    mmr_select_explain,
+    normalize_scores,
+    rrf_fuse,
+    rrf_fuse_with,
+)
+from ragloom.retrieve.query import (
+    InMemorySymbolTable,
+    ProcessedQuery,
+    QueryConfig,
+    exact_match_boost,
+    process_query,
+)
 from ragloom.types import Hit
 
 if TYPE_CHECKING:
     from ragloom.embed.base import Embedder
+    from ragloom.retrieve.rerank import Reranker
 
-__all__ = ["STRATEGIES", "Retriever", "SearchResult"]
+__all__ = [
+    "DEFAULT_STRATEGY",
+    "QUERY_STEP_FLAGS",
+    "STRATEGIES",
+    "Retriever",
+    "SearchResult",
+    "parse_search_spec",
+]
 
-STRATEGIES = ("hybrid", "dense", "sparse")
-"""Strategy names accepted by :meth:`Retriever.search`."""
+STRATEGIES = ("hybrid", "hybrid-mmr", "dense", "sparse")
+"""Base strategy names accepted by :meth:`Retriever.search` (see the module docstring)."""
+DEFAULT_STRATEGY = "hybrid"
+"""What ``ragloom search`` uses when the user says nothing (docs/ranking.md: evaluation)."""
 
-RRF_K = 60.0
-"""RRF constant (ploke-rag-plan.md section 1, RrfConfig default)."""
+QUERY_STEP_FLAGS: dict[str, str] = {
+    "expand": "expand_identifiers",
+    "synonyms": "synonyms",
+    "entities": "extract_entities",
+    "exact": "exact_boost",
+    "decompose": "decompose",
+    "language": "detect_language",
+}
+"""``+no-NAME`` suffix -> the :class:`QueryConfig` switch it turns off."""
+
 HYBRID_CANDIDATES_MIN = 50
-"""Depth of each modality's list before fusion (the MMR candidate_pool default, 50)."""
+"""Depth of each modality's list before fusion: the MMR ``candidate_pool`` default (50, ploke
+section 1), so MMR always sees a full pool."""
+LANGUAGE_BOOST_RRF_RANKS = 1.0
+"""A hit in the language the question names gains ``w / (k + 1)`` per unit, i.e. as much as one
+extra first place in one modality (ragloom's choice: strong enough to lift a same-language hit
+over a near tie, never over a hit both modalities ranked much higher)."""
+MAX_MISSING_ENTITY_IDS = 3
+"""A named symbol that retrieval missed is fetched from the store when it names at most this
+many chunks (more is an ambiguous name like ``run``: better left to retrieval)."""
+
+
+def parse_search_spec(spec: str | RetrievalStrategy) -> tuple[RetrievalStrategy, QueryConfig, str]:
+    """``"hybrid-mmr+no-synonyms"`` -> (strategy, query config, canonical name)."""
+    if not isinstance(spec, str):
+        return spec, QueryConfig(), strategy_name(spec)
+    parts = [p.strip() for p in spec.strip().lower().split("+")]
+    base = parts[0]
+    if base not in STRATEGIES:
+        raise ConfigError(
+            f"unknown strategy {spec!r}; choose from {', '.join(STRATEGIES)} "
+            f"(optionally +raw or +no-STEP, STEP in {', '.join(QUERY_STEP_FLAGS)})"
+        )
+    strategy = parse_strategy(base)
+    qc = QueryConfig()
+    for mod in parts[1:]:
+        if mod == "raw":
+            qc = QueryConfig(**{v: False for v in QUERY_STEP_FLAGS.values()})
+        elif mod.startswith("no-") and mod[3:] in QUERY_STEP_FLAGS:
+            qc = replace(qc, **{QUERY_STEP_FLAGS[mod[3:]]: False})
+        else:
+            raise ConfigError(
+                f"unknown strategy modifier {mod!r} in {spec!r}; use +raw or +no-STEP with STEP "
+                f"in {', '.join(QUERY_STEP_FLAGS)}"
+            )
+    return strategy, qc, "+".join(parts)
 
 
 @dataclass(slots=True)
@@ -44,21 +142,15 @@ class SearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     vectors_complete: bool = True
     fallback_used: bool = False
+    query: dict[str, object] = field(default_factory=dict)
 
 
-def rrf_plain(
-    lists: Mapping[str, Sequence[tuple[int, float]]], k: float = RRF_K
-) -> list[tuple[int, float]]:
-    """fused(u) = sum_m 1 / (k + rank_m(u)), ranks 1-based; ties by fused desc, id asc."""
-    fused: dict[int, float] = {}
-    for items in lists.values():
-        seen: set[int] = set()
-        for rank, (rowid, _) in enumerate(items, 1):
-            if rowid in seen:
-                continue
-            seen.add(rowid)
-            fused[rowid] = fused.get(rowid, 0.0) + 1.0 / (k + rank)
-    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+@dataclass(slots=True)
+class _Lists:
+    bm25: list[tuple[int, float]]
+    dense: list[tuple[int, float]]
+    bm25_ms: float = 0.0
+    dense_ms: float = 0.0
 
 
 class Retriever:
@@ -70,31 +162,62 @@ class Retriever:
         bm25: TantivyBm25 | None,
         vectors: HnswVectors | None,
         embedder: Callable[[], Embedder] | None,
+        *,
+        rrf: RrfConfig | None = None,
+        mmr: MmrConfig | None = None,
+        reranker: Reranker | None = None,
+        recency: RecencyConfig | None = None,
     ) -> None:
         self.store = store
         self.bm25 = bm25
         self.vectors = vectors
+        self.rrf = rrf if rrf is not None else RrfConfig()
+        self.mmr = mmr if mmr is not None else MmrConfig()
+        self.reranker = reranker
+        self.recency = recency
         self._embedder_factory = embedder
         self._embedder: Embedder | None = None
+        self._symbols: tuple[int, InMemorySymbolTable] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
 
+    # -- components ---------------------------------------------------------------------
     @property
     def embedder(self) -> Embedder | None:
-        if self._embedder is None and self._embedder_factory is not None:
-            self._embedder = self._embedder_factory()
+        with self._lock:
+            if self._embedder is None and self._embedder_factory is not None:
+                self._embedder = self._embedder_factory()
         return self._embedder
+
+    def symbol_table(self) -> InMemorySymbolTable:
+        """The index's symbols and paths, rebuilt when the store's generation changes."""
+        gen = self.store.generation()
+        cached = self._symbols
+        if cached is None or cached[0] != gen:
+            cached = (gen, InMemorySymbolTable(self.store.symbol_table()))
+            self._symbols = cached
+        return cached[1]
 
     def vectors_complete(self) -> bool:
         n = self.vectors.count() if self.vectors is not None else 0
         return n >= self.store.chunk_count()
 
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    # -- single modalities --------------------------------------------------------------
     def sparse(self, query: str, k: int) -> list[tuple[int, float]]:
         if self.bm25 is None:
             return []
         return self.bm25.search(query, k)
 
     def embed_query(self, query: str) -> np.ndarray | None:
+        if self.vectors is None or self.vectors.count() == 0:
+            return None
         emb = self.embedder
-        if emb is None or self.vectors is None or self.vectors.count() == 0:
+        if emb is None:
             return None
         vec: np.ndarray = emb.embed_query(query)
         return vec
@@ -110,40 +233,238 @@ class Retriever:
             return []
         return self.vectors.search(vector, k)
 
-    def search(self, query: str, *, top_k: int = 10, strategy: str = "hybrid") -> SearchResult:
-        if strategy not in STRATEGIES:
-            raise ConfigError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
-        if top_k < 1:
-            raise ConfigError(f"top_k must be >= 1, got {top_k}")
-        result = SearchResult(hits=[], strategy=strategy)
+    def _timed_dense(self, query: str, k: int) -> tuple[list[tuple[int, float]], float]:
+        t = time.perf_counter()
+        out = self.dense(query, k)
+        return out, (time.perf_counter() - t) * 1000
+
+    def _retrieve(self, pq: ProcessedQuery, depth: int, sparse: bool, dense: bool) -> _Lists:
+        """BM25 in this thread while a worker thread runs the dense side."""
+        fut: Future[tuple[list[tuple[int, float]], float]] | None = None
+        if dense and sparse:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragloom-dense")
+            fut = self._pool.submit(self._timed_dense, pq.dense_text, depth)
+        out = _Lists([], [])
+        if sparse:
+            t = time.perf_counter()
+            out.bm25 = self.sparse(pq.sparse_text, depth)
+            out.bm25_ms = (time.perf_counter() - t) * 1000
+        if fut is not None:
+            out.dense, out.dense_ms = fut.result()
+        elif dense:
+            out.dense, out.dense_ms = self._timed_dense(pq.dense_text, depth)
+        return out
+
+    # -- the pipeline -------------------------------------------------------------------
+    async def asearch(
+        self,
+        query: str,
+        *,
+        top_k: int = 10,
+        strategy: str | RetrievalStrategy = DEFAULT_STRATEGY,
+        explain: bool = False,
+    ) -> SearchResult:
+        """:meth:`search` without blocking the event loop (runs in a worker thread)."""
+        return await asyncio.to_thread(
+            self.search, query, top_k=top_k, strategy=strategy, explain=explain
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 10,
+        strategy: str | RetrievalStrategy = DEFAULT_STRATEGY,
+        explain: bool = False,
+        query_config: QueryConfig | None = None,
+    ) -> SearchResult:
+        """Rank chunks for ``query``; see the module docstring for the stages."""
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ConfigError(f"top_k must be an integer >= 1, got {top_k!r}")
+        strat, qc, name = parse_search_spec(strategy)
+        if query_config is not None:
+            qc = query_config
+        if isinstance(strat, Hybrid):
+            strat = Hybrid(rrf=self.rrf if strat.rrf == RrfConfig() else strat.rrf, mmr=strat.mmr)
+            if strat.mmr is not None and strat.mmr == MmrConfig():
+                strat = Hybrid(rrf=strat.rrf, mmr=self.mmr)
+        result = SearchResult(hits=[], strategy=name)
+        t0 = time.perf_counter()
+        symbols = self.symbol_table() if qc.extract_entities else None
+        pq = process_query(query, qc, symbols)
+        result.timings_ms["query"] = (time.perf_counter() - t0) * 1000
+        result.query = _query_info(pq)
+        if pq.is_empty:
+            result.notes.append("the query has no searchable words")
+            return result
         result.vectors_complete = self.vectors_complete()
-        if not result.vectors_complete:
+        if not result.vectors_complete and not isinstance(strat, Sparse):
             n = self.vectors.count() if self.vectors is not None else 0
             result.notes.append(
                 f"embeddings incomplete: {n} of {self.store.chunk_count()} chunks have vectors; "
                 "dense results cover only those (run `ragloom index` to finish)"
             )
-        lists: dict[str, list[tuple[int, float]]] = {}
-        depth = max(top_k, HYBRID_CANDIDATES_MIN) if strategy == "hybrid" else top_k
-        if strategy in ("sparse", "hybrid"):
-            t = time.perf_counter()
-            lists["bm25"] = self.sparse(query, depth)
-            result.timings_ms["bm25"] = (time.perf_counter() - t) * 1000
-        if strategy in ("dense", "hybrid"):
-            t = time.perf_counter()
-            lists["dense"] = self.dense(query, depth)
-            result.timings_ms["dense"] = (time.perf_counter() - t) * 1000
-            if strategy == "hybrid" and not lists["dense"]:
-                result.fallback_used = True
+        use_sparse = not isinstance(strat, Dense)
+        use_dense = not isinstance(strat, Sparse)
+        pool = strat.mmr.candidate_pool if isinstance(strat, Hybrid) and strat.mmr else 0
+        depth = max(top_k, pool, HYBRID_CANDIDATES_MIN) if isinstance(strat, Hybrid) else top_k
+
+        main = self._retrieve(pq, depth, use_sparse, use_dense)
+        result.timings_ms["bm25"] = main.bm25_ms
+        result.timings_ms["dense"] = main.dense_ms
+        if isinstance(strat, Hybrid) and not main.dense:
+            result.fallback_used = True
+            if main.bm25:
                 result.notes.append("no vectors available: hybrid answered from BM25 alone")
-        if strategy == "hybrid":
+
+        t = time.perf_counter()
+        fused, per_modality = self._fuse(strat, main)
+        subs: dict[str, list[tuple[int, float]]] = {}
+        for i, sq in enumerate(pq.sub_queries, 1):
+            sub = self._retrieve(sq, depth, use_sparse, use_dense)
+            subs[f"sub{i}"], _ = self._fuse(strat, sub)
+        if subs:
+            fused = rrf_fuse({"query": fused, **subs}, None, self.rrf.k)
+        result.timings_ms["fusion"] = (time.perf_counter() - t) * 1000
+
+        t = time.perf_counter()
+        ranked = fused[: max(depth, top_k)]
+        rows = self.store.chunks_by_rowids([r for r, _ in ranked])
+        explains: dict[int, dict[str, Any]] = {r: {} for r, _ in ranked} if explain else {}
+        ranked = [(r, s) for r, s in ranked if r in rows]
+        if pq.language and isinstance(strat, Hybrid):
+            bonus = strat.rrf.weight_bm25 * LANGUAGE_BOOST_RRF_RANKS / (strat.rrf.k + 1)
+            ranked = _boost(ranked, {r for r in rows if rows[r].language == pq.language}, bonus)
+            if explain:
+                for r in rows:
+                    if rows[r].language == pq.language:
+                        explains.setdefault(r, {})["language_boost"] = bonus
+        if qc.exact_boost and pq.entities:
+            ranked, rows = self._exact(ranked, rows, pq, qc, explains if explain else None)
+        if self.recency is not None:
+            ranked = self._recency(ranked, rows)
+        if self.reranker is not None:
+            texts = self.store.texts_by_rowids([r for r, _ in ranked[:depth]])
+            by_id = {rows[r].id: r for r, _ in ranked if r in rows}
+            reranked = self.reranker.rerank(
+                pq.dense_text, [(rows[r].id, texts.get(r, "")) for r, _ in ranked[:depth]]
+            )
+            head = [(by_id[cid], s) for cid, s in reranked]
+            ranked = head + ranked[len(head) :]
+        result.timings_ms["boosts"] = (time.perf_counter() - t) * 1000
+
+        if isinstance(strat, Hybrid) and strat.mmr is not None and ranked:
             t = time.perf_counter()
-            fused = rrf_plain(lists)[:top_k]
-            result.timings_ms["fusion"] = (time.perf_counter() - t) * 1000
-        else:
-            fused = lists[strategy if strategy == "dense" else "bm25"][:top_k]
-        result.hits = self.hydrate(fused, lists)
+            ranked = self._mmr(ranked, top_k, strat.mmr, explains if explain else None)
+            result.timings_ms["mmr"] = (time.perf_counter() - t) * 1000
+        ranked = ranked[:top_k]
+        t = time.perf_counter()
+        result.hits = self._hydrate(ranked, rows, per_modality, explains if explain else None)
+        result.timings_ms["hydrate"] = (time.perf_counter() - t) * 1000
+        result.timings_ms["total"] = (time.perf_counter() - t0) * 1000
         return result
+
+    def _fuse(
+        self, strat: RetrievalStrategy, lists: _Lists
+    ) -> tuple[list[tuple[int, float]], dict[str, list[tuple[int, float]]]]:
+        if isinstance(strat, Sparse):
+            return list(lists.bm25), {"bm25": lists.bm25}
+        if isinstance(strat, Dense):
+            return list(lists.dense), {"dense": lists.dense}
+        named = {"bm25": lists.bm25, "dense": lists.dense}
+        fused = rrf_fuse_with(named, strat.rrf)
+        return [(it.id, it.score) for it in fused], named
+
+    def _exact(
+        self,
+        ranked: list[tuple[int, float]],
+        rows: dict[int, ChunkRow],
+        pq: ProcessedQuery,
+        qc: QueryConfig,
+        explains: dict[int, dict[str, Any]] | None,
+    ) -> tuple[list[tuple[int, float]], dict[int, ChunkRow]]:
+        present = {rows[r].id for r, _ in ranked}
+        wanted: list[str] = []
+        for e in pq.entities:
+            strong = e.kind == "symbol" and e.confidence >= qc.exact_min_confidence
+            if strong and 0 < len(e.ids) <= MAX_MISSING_ENTITY_IDS:
+                wanted.extend(i for i in e.ids if i not in present)
+        if wanted:
+            extra = self.store.chunks_by_ids(wanted)
+            rows = dict(rows)
+            for row in extra.values():
+                rows[row.rowid] = row
+                ranked.append((row.rowid, 0.0))
+        by_id = {rows[r].id: r for r, _ in ranked}
+        boosted = exact_match_boost(
+            [(rows[r].id, s) for r, s in ranked],
+            pq.entities,
+            qc,
+            id_paths={rows[r].id: rows[r].path for r, _ in ranked},
+            id_symbols={rows[r].id: rows[r].symbol for r, _ in ranked},
+        )
+        out = [(by_id[cid], s) for cid, s in boosted]
+        if explains is not None:
+            before = dict(ranked)
+            for r, s in out:
+                if s != before.get(r):
+                    explains.setdefault(r, {})["exact_match"] = s
+        return out, rows
+
+    def _recency(
+        self, ranked: list[tuple[int, float]], rows: dict[int, ChunkRow]
+    ) -> list[tuple[int, float]]:
+        assert self.recency is not None
+        files = self.store.files()
+        dates: dict[int, datetime | float] = {}
+        for r, _ in ranked:
+            f = files.get(rows[r].path)
+            if f is not None:
+                dates[r] = float(f.mtime)
+        return apply_recency(normalize_scores(ranked), dates, time.time(), self.recency)
+
+    def _mmr(
+        self,
+        ranked: list[tuple[int, float]],
+        top_k: int,
+        cfg: MmrConfig,
+        explains: dict[int, dict[str, Any]] | None,
+    ) -> list[tuple[int, float]]:
+        pool = ranked[: cfg.candidate_pool]
+        emb = self.embedder
+        vecs: dict[int, np.ndarray] = {}
+        if emb is not None:
+            ids = [r for r, _ in pool]
+            mat = self.store.vectors_for_rowids(emb.model_id, ids, emb.dim)
+            vecs = {r: mat[i] for i, r in enumerate(ids) if float(np.abs(mat[i]).sum()) > 0.0}
+        rel = normalize_scores(pool)
+        picks = mmr_select_explain(rel, top_k, vecs, cfg)
+        original = dict(pool)
+        if explains is not None:
+            for p in picks:
+                explains.setdefault(p.id, {})["mmr"] = {
+                    "relevance": p.relevance,
+                    "objective": p.mmr_score,
+                    "max_sim": p.max_sim,
+                }
+        return [(p.id, original[p.id]) for p in picks]
+
+    # -- hits ---------------------------------------------------------------------------
+    def embeddings_for_hits(self, hits: Sequence[Hit]) -> dict[str, np.ndarray]:
+        """Stored embeddings of the hits' chunks, by chunk id (for MMR and near-dup dedup)."""
+        emb = self.embedder
+        if emb is None or not hits:
+            return {}
+        rows = self.store.chunks_by_ids([h.id for h in hits])
+        rowids = [rows[h.id].rowid for h in hits if h.id in rows]
+        vecs = self.store.vectors_for_rowids(emb.model_id, rowids, emb.dim)
+        by_rowid = {r.rowid: r.id for r in rows.values()}
+        return {
+            by_rowid[rowid]: vecs[i]
+            for i, rowid in enumerate(rowids)
+            if float(np.abs(vecs[i]).sum()) > 0.0
+        }
 
     def hydrate(
         self,
@@ -152,13 +473,22 @@ class Retriever:
     ) -> list[Hit]:
         """Turn (rowid, score) into hits with per-modality ranks; rows gone since are dropped."""
         rows = self.store.chunks_by_rowids([r for r, _ in ranked])
+        return self._hydrate(ranked, rows, lists, None)
+
+    def _hydrate(
+        self,
+        ranked: Sequence[tuple[int, float]],
+        rows: dict[int, ChunkRow],
+        lists: dict[str, list[tuple[int, float]]],
+        explains: dict[int, dict[str, Any]] | None,
+    ) -> list[Hit]:
         texts = self.store.texts_by_rowids([r for r, _ in ranked])
-        positions: dict[str, dict[int, tuple[int, float]]] = {
-            name: {
-                rowid: (rank, score) for rank, (rowid, score) in reversed(list(enumerate(items, 1)))
-            }
-            for name, items in lists.items()
-        }
+        positions: dict[str, dict[int, tuple[int, float]]] = {}
+        for name, items in lists.items():
+            pos: dict[int, tuple[int, float]] = {}
+            for rank, (rowid, score) in enumerate(items, 1):
+                pos.setdefault(rowid, (rank, score))
+            positions[name] = pos
         hits: list[Hit] = []
         for rowid, score in ranked:
             row = rows.get(rowid)
@@ -169,8 +499,39 @@ class Retriever:
                 if rowid in pos:
                     hit.ranks[name] = pos[rowid][0]
                     hit.scores[name] = pos[rowid][1]
+            if explains is not None:
+                info = dict(explains.get(rowid, {}))
+                if len(lists) > 1:
+                    info["rrf"] = {
+                        name: self.rrf.weights.get(name, 1.0) / (self.rrf.k + rank)
+                        for name, rank in hit.ranks.items()
+                    }
+                hit.explain = info
             hits.append(hit)
         return hits
+
+
+def _boost(
+    ranked: list[tuple[int, float]], which: set[int], bonus: float
+) -> list[tuple[int, float]]:
+    if not which or not math.isfinite(bonus):
+        return ranked
+    out = [(r, s + bonus if r in which else s) for r, s in ranked]
+    out.sort(key=lambda it: (-it[1], it[0]))
+    return out
+
+
+def _query_info(pq: ProcessedQuery) -> dict[str, object]:
+    return {
+        "dense_text": pq.dense_text,
+        "sparse_text": pq.sparse_text,
+        "language": pq.language,
+        "steps": list(pq.steps),
+        "entities": [
+            {"kind": e.kind, "value": e.value, "confidence": e.confidence} for e in pq.entities
+        ],
+        "sub_queries": [s.dense_text for s in pq.sub_queries],
+    }
 
 
 def _hit(row: ChunkRow, score: float, text: str) -> Hit:

@@ -1,0 +1,206 @@
+"""Fetch each hit's text from disk, fresh or not at all (ploke crucial notes sections 6 and 7).
+
+For each hit the file is located under the indexed root (a path that is absolute, contains
+``..``, or resolves through a symlink to outside the root is refused and never opened), read
+once, and its tracking hash compared with the hit's ``file_hash``:
+
+* equal: the hit's span is served from the current bytes;
+* different (the file changed since indexing): the file is re-parsed with the chunker and the
+  chunk with the same stable id (CanonId) is served from its new position ("re-resolved"); if
+  the id no longer exists (symbol removed or renamed) the hit is dropped. Both are counted, so
+  stale text is never served silently;
+* missing file: dropped and counted as stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from ragloom.ingest.ids import file_hash, text_hash
+from ragloom.types import Hit
+
+__all__ = [
+    "ChunkLike",
+    "FetchReport",
+    "Resolver",
+    "Snippet",
+    "default_resolver",
+    "fetch_snippets",
+    "safe_path",
+    "split_lines",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ChunkLike(Protocol):
+    """What re-resolution needs from a chunk (``ragloom.types.Chunk`` satisfies it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def start_line(self) -> int: ...
+    @property
+    def end_line(self) -> int: ...
+
+
+Resolver = Callable[[str, bytes, str], Sequence[ChunkLike]]
+"""``(repo-relative path, file bytes, file hash) -> chunks of the current file``."""
+
+
+def default_resolver(path: str, data: bytes, fhash: str) -> Sequence[ChunkLike]:
+    """Re-parse a file with ragloom's chunker (imported lazily)."""
+    from ragloom.ingest.chunker import chunk_file
+
+    return chunk_file(path, data, fhash)
+
+
+@dataclass(slots=True)
+class Snippet:
+    """A hit whose text was read (and verified fresh) from the current file."""
+
+    hit: Hit
+    start_line: int
+    end_line: int
+    node_hash: str
+    reresolved: bool = False
+
+
+@dataclass(slots=True)
+class FetchReport:
+    """Counters of what fetching saw."""
+
+    stale_reresolved: int = 0
+    stale_dropped: int = 0
+    refused: int = 0
+    refused_paths: list[str] = field(default_factory=list)
+
+
+def split_lines(data: bytes) -> list[str]:
+    """Split file bytes into lines numbered like the chunker (``\\n`` separated, ``\\r`` cut)."""
+    text = data.decode("utf-8", errors="replace")
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+
+
+def safe_path(root_real: Path, rel: str) -> Path | None:
+    """The real path of ``rel`` under ``root_real``, or None if it escapes or is not a file.
+
+    Checks are done on the path string and on the fully resolved path (following symlinks)
+    before anything is opened.
+    """
+    if not rel or "\x00" in rel or "\\" in rel:
+        return None
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or any(part == ".." for part in pure.parts) or os.path.isabs(rel):
+        return None
+    try:
+        real = (root_real / pure).resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if not real.is_relative_to(root_real) or not real.is_file():
+        return None
+    return real
+
+
+def fetch_snippets(
+    hits: Sequence[Hit],
+    root: Path,
+    *,
+    resolver: Resolver | None = None,
+) -> tuple[list[Snippet], dict[str, list[str]], FetchReport]:
+    """Read every hit from disk; return fresh snippets, current file lines by path, counters.
+
+    ``resolver`` re-parses a changed file (default: ragloom's chunker). Hits keep their input
+    order; dropped and refused hits are left out.
+    """
+    resolve = resolver or default_resolver
+    root_real = root.resolve()
+    report = FetchReport()
+    files: dict[str, list[str]] = {}
+    file_state: dict[str, tuple[bytes, str] | str] = {}
+    chunks_by_path: dict[str, dict[str, ChunkLike] | None] = {}
+    out: list[Snippet] = []
+    for hit in hits:
+        if hit.path not in file_state:
+            real = safe_path(root_real, hit.path)
+            if real is not None:
+                data = real.read_bytes()
+                file_state[hit.path] = (data, file_hash(data))
+                files[hit.path] = split_lines(data)
+            elif _missing_inside(root_real, hit.path):
+                file_state[hit.path] = "missing"
+            else:
+                file_state[hit.path] = "refused"
+                report.refused_paths.append(hit.path)
+                log.warning("refused to read %r: it escapes the indexed root", hit.path)
+        state = file_state[hit.path]
+        if state == "refused":
+            report.refused += 1
+            continue
+        if isinstance(state, str):  # deleted since indexing
+            report.stale_dropped += 1
+            continue
+        data, fhash = state
+        lines = files[hit.path]
+        if _is_fresh(hit, data, fhash, len(lines)):
+            out.append(
+                Snippet(hit, hit.start_line, hit.end_line, hit.node_hash or _span_hash(hit, lines))
+            )
+            continue
+        if hit.path not in chunks_by_path:
+            try:
+                chunks_by_path[hit.path] = {c.id: c for c in resolve(hit.path, data, fhash)}
+            except Exception as exc:  # the chunker may not support this file any more
+                log.warning("re-parsing %r failed: %s", hit.path, exc)
+                chunks_by_path[hit.path] = None
+        by_id = chunks_by_path[hit.path]
+        chunk = by_id.get(hit.id) if by_id is not None else None
+        if chunk is None or not 1 <= chunk.start_line <= chunk.end_line <= len(lines):
+            report.stale_dropped += 1
+            continue
+        report.stale_reresolved += 1
+        out.append(Snippet(hit, chunk.start_line, chunk.end_line, text_hash(chunk.text), True))
+    return out, files, report
+
+
+def _missing_inside(root_real: Path, rel: str) -> bool:
+    """True when ``rel`` is a well-formed in-root path that simply does not exist (no escape)."""
+    if not rel or "\x00" in rel or "\\" in rel:
+        return False
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or any(part == ".." for part in pure.parts) or os.path.isabs(rel):
+        return False
+    candidate = root_real / pure
+    if os.path.lexists(candidate):  # exists but resolves outside, or is not a regular file
+        return False
+    # missing: check that no existing ancestor is a symlink leading outside the root
+    parent = candidate.parent
+    while parent != root_real and not parent.exists():
+        parent = parent.parent
+    try:
+        return parent.resolve().is_relative_to(root_real)
+    except (OSError, RuntimeError):
+        return False
+
+
+def _span_hash(hit: Hit, lines: list[str]) -> str:
+    return text_hash("\n".join(lines[hit.start_line - 1 : hit.end_line]))
+
+
+def _is_fresh(hit: Hit, data: bytes, fhash: str, n_lines: int) -> bool:
+    """The hit's recorded span is valid in the current bytes."""
+    if not 1 <= hit.start_line <= hit.end_line <= n_lines:
+        return False
+    if hit.file_hash:
+        return hit.file_hash == fhash
+    if hit.node_hash and 0 <= hit.start_byte < hit.end_byte <= len(data):
+        span = data[hit.start_byte : hit.end_byte].decode("utf-8", errors="surrogateescape")
+        return text_hash(span) == hit.node_hash
+    return False

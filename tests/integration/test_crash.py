@@ -1,0 +1,91 @@
+"""SIGKILL the indexer at random points of an update: the index always opens and answers,
+and the re-run ends with exactly the chunks of a clean build."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import ragloom
+from ragloom.index.store import Store
+from tests.conftest import copy_stdlib_packages
+
+pytestmark = pytest.mark.integration
+
+KILLS = 10
+
+
+def _chunk_set(index_dir: Path) -> set[tuple[object, ...]]:
+    store = Store(index_dir / "index.sqlite", readonly=True)
+    try:
+        rows = store.chunks_by_rowids(store.all_rowids().tolist())
+        return {
+            (r.id, r.path, r.symbol, r.kind, r.node_hash, r.start_byte, r.end_byte)
+            for r in rows.values()
+        }
+    finally:
+        store.close()
+
+
+def _mutate(root: Path) -> None:
+    """An update that touches many files: edits, a deletion, additions."""
+    for i, path in enumerate(sorted(root.rglob("*.py"))[:25]):
+        text = path.read_text(encoding="utf-8")
+        path.write_text(f"# edit {i}\nCONSTANT_{i} = {i}\n" + text.replace("def ", "def  ", 1))
+    victim = sorted((root / "email").glob("*.py"))[-1]
+    victim.unlink()
+    for i in range(5):
+        (root / f"added_{i}.py").write_text(
+            f"def added_function_{i}(value):\n    return value + {i}\n"
+        )
+
+
+def test_sigkill_during_update_never_breaks_the_index(tmp_path: Path) -> None:
+    root = copy_stdlib_packages(tmp_path / "repo", ["json", "email", "http", "csv"])
+    with ragloom.open(root, embedder="hashing") as idx:
+        idx.index()
+    before = tmp_path / "before"
+    shutil.copytree(root / ".ragloom", before)
+    _mutate(root)
+
+    clean_root = tmp_path / "clean"
+    shutil.copytree(root, clean_root, ignore=shutil.ignore_patterns(".ragloom"))
+    with ragloom.open(clean_root, embedder="hashing") as idx:
+        idx.index()
+    expected = _chunk_set(clean_root / ".ragloom")
+
+    cmd = [sys.executable, "-m", "ragloom.cli", "index", str(root), "--no-progress"]
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    full = time.perf_counter() - t
+
+    rng = random.Random(1234)
+    delays = sorted(rng.uniform(0.05, full) for _ in range(KILLS))
+    for delay in delays:
+        shutil.rmtree(root / ".ragloom")
+        shutil.copytree(before, root / ".ragloom")
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        # the index opens and answers, whatever state the kill left
+        with ragloom.open(root) as idx:
+            assert idx.search("parse email headers", top_k=5, strategy="sparse").hits
+            assert idx.search("parse email headers", top_k=5, strategy="hybrid").hits
+            idx.status(freshness=False)
+        # the re-run completes the update exactly
+        subprocess.run(cmd, check=True, capture_output=True)
+        assert _chunk_set(root / ".ragloom") == expected, f"mismatch after kill at {delay:.2f}s"
+        with ragloom.open(root) as idx:
+            st = idx.status()
+            assert st.stale_files == 0
+            assert st.chunks == st.bm25_docs == st.vectors == len(expected)

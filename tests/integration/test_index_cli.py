@@ -1,0 +1,151 @@
+"""Index, search and status on real code through the CLI and the API."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import ragloom
+from tests.conftest import copy_stdlib_packages, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def json_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("repo")
+    copy_stdlib_packages(root, ["json", "csv", "textwrap"])
+    (root / "README.md").write_text("# Demo\n\nSome docs.\n\n## Usage\n\nCall json.loads.\n")
+    proc = run_cli("index", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return root
+
+
+def test_index_stats_contract(json_repo: Path) -> None:
+    proc = run_cli("index", str(json_repo), "--json")
+    stats = json.loads(proc.stdout)
+    for key in (
+        "files_scanned",
+        "files_changed",
+        "files_removed",
+        "files_skipped",
+        "chunks_total",
+        "chunks_added",
+        "chunks_removed",
+        "chunks_embedded",
+        "seconds",
+    ):
+        assert key in stats
+    assert stats["files_changed"] == 0 and stats["chunks_embedded"] == 0
+    assert stats["chunks_total"] > 50
+
+
+def test_search_json_contract_and_quality(json_repo: Path) -> None:
+    proc = run_cli(
+        "search", "decode a JSON document", "--index-dir", str(json_repo / ".ragloom"), "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    hits = json.loads(proc.stdout)
+    assert isinstance(hits, list) and hits
+    for key in (
+        "id",
+        "path",
+        "start_line",
+        "end_line",
+        "kind",
+        "symbol",
+        "language",
+        "score",
+        "ranks",
+    ):
+        assert key in hits[0]
+    assert any(h["path"] in ("json/decoder.py", "json/__init__.py") for h in hits[:3])
+    for strategy in ("dense", "sparse"):
+        proc = run_cli(
+            "search",
+            "decode a JSON document",
+            "--index-dir",
+            str(json_repo / ".ragloom"),
+            "--strategy",
+            strategy,
+            "--json",
+        )
+        hits = json.loads(proc.stdout)
+        assert hits and all(strategy.replace("sparse", "bm25") in h["ranks"] for h in hits)
+
+
+def test_status_reports_fresh_then_stale(json_repo: Path, tmp_path: Path) -> None:
+    proc = run_cli("status", "--index-dir", str(json_repo / ".ragloom"), "--json")
+    st = json.loads(proc.stdout)
+    assert st["stale_files"] == 0 and st["vectors_ready"] and st["bm25_status"] == "ready"
+    assert st["chunks"] == st["bm25_docs"] == st["vectors"]
+
+
+def test_incremental_edit_reembeds_only_changed_chunks(tmp_path: Path) -> None:
+    root = copy_stdlib_packages(tmp_path / "r", ["json"])
+    idx = ragloom.open(root)
+    first = idx.index()
+    assert first.chunks_embedded > 0
+    target = root / "json" / "decoder.py"
+    text = target.read_text()
+    target.write_text(text.replace("def py_scanstring(", "def py_scanstring(  # edited\n", 1))
+    (root / "json" / "tool.py").unlink()
+    (root / "json" / "newmod.py").write_text("def brand_new_function(x):\n    return x * 2\n")
+    assert idx.status().stale_files == 3
+    second = idx.index()
+    assert second.files_changed == 2 and second.files_removed == 1
+    assert 1 <= second.chunks_embedded <= 3
+    assert second.chunks_added >= 1 and second.chunks_removed >= 1
+    hits = idx.search("brand new function", top_k=3).hits
+    assert hits[0].path == "json/newmod.py"
+    st = idx.status()
+    assert st.stale_files == 0 and st.chunks == st.bm25_docs == st.vectors
+    idx.close()
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    proc = run_cli("index", str(tmp_path / "missing"))
+    assert proc.returncode == 3 and proc.stderr.strip().startswith("error: path not found")
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    proc = run_cli("index", str(f))
+    assert proc.returncode == 3 and "not a directory" in proc.stderr
+    proc = run_cli("search", "x", cwd=tmp_path)
+    assert proc.returncode == 21 and "no ragloom index" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_incompatible_index_is_refused(tmp_path: Path) -> None:
+    root = copy_stdlib_packages(tmp_path / "r", ["textwrap"])
+    assert run_cli("index", str(root), "--model", "hashing").returncode == 0
+    manifest = root / ".ragloom" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["format_version"] = 999
+    manifest.write_text(json.dumps(data))
+    proc = run_cli("search", "wrap text", "--index-dir", str(root / ".ragloom"))
+    assert proc.returncode == 23 and "--rebuild" in proc.stderr
+    assert run_cli("index", str(root), "--rebuild", "--model", "hashing").returncode == 0
+    assert run_cli("search", "wrap text", "--index-dir", str(root / ".ragloom")).returncode == 0
+
+
+def test_model_change_reembeds_everything(tmp_path: Path) -> None:
+    root = copy_stdlib_packages(tmp_path / "r", ["textwrap"])
+    with ragloom.open(root, embedder="hashing:64") as idx:
+        idx.index()
+    with ragloom.open(root, embedder="hashing:32") as idx:
+        stats = idx.index()
+        assert stats.model_changed and stats.chunks_embedded > 0
+        assert idx.status().dim == 32
+
+
+def test_search_before_vectors_is_partial(tmp_path: Path) -> None:
+    root = copy_stdlib_packages(tmp_path / "r", ["textwrap"])
+    proc = run_cli("index", str(root), "--no-embed", "--model", "hashing", "--json")
+    assert json.loads(proc.stdout)["embeddings_pending"] > 0
+    proc = run_cli("search", "wrap paragraphs", "--index-dir", str(root / ".ragloom"), "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)
+    assert "embeddings incomplete" in proc.stderr
+    shutil.rmtree(root / ".ragloom")

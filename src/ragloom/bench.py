@@ -45,7 +45,7 @@ SAMPLE_QUERIES: tuple[str, ...] = (
 )
 """Fixed, varied queries over the standard library, so runs are comparable."""
 
-STRATEGIES: tuple[str, ...] = ("sparse", "dense", "hybrid")
+STRATEGIES: tuple[str, ...] = ("sparse", "dense", "hybrid", "hybrid-mmr")
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -295,7 +295,7 @@ class Retriever:
         pq = process_query(query, qc, symbols)
         result.timings_ms["query"] = (time.perf_counter() - t0) * 1000
         result.query = _query_info(pq)
-        if pq.is_empty:
+        if pq.is_empty or not any(ch.isalnum() for ch in query):
             result.notes.append("the query has no searchable words")
             return result
         result.vectors_complete = self.vectors_complete()

@@ -1,0 +1,111 @@
+"""The ranking pipeline on a real index: strategies, query processing, exact match, explain."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import ragloom
+from ragloom.errors import ConfigError
+from ragloom.retrieve.search import parse_search_spec
+from tests.conftest import copy_stdlib_packages, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> ragloom.Index:
+    root = copy_stdlib_packages(tmp_path_factory.mktemp("rank"), ["json", "textwrap", "csv"])
+    idx = ragloom.open(root)
+    idx.index()
+    return idx
+
+
+@pytest.mark.parametrize(
+    "strategy", ["sparse", "dense", "hybrid", "hybrid-mmr", "hybrid+raw", "hybrid+no-synonyms"]
+)
+def test_every_strategy_answers(index: ragloom.Index, strategy: str) -> None:
+    result = index.search("decode a JSON document", top_k=5, strategy=strategy)
+    assert 1 <= len(result.hits) <= 5
+    assert len({h.id for h in result.hits}) == len(result.hits)
+    assert any(h.path.startswith("json/") for h in result.hits[:3])
+
+
+def test_named_function_comes_first(index: ragloom.Index) -> None:
+    for strategy in ("hybrid", "hybrid-mmr", "sparse", "dense"):
+        hits = index.search("JSONDecoder.raw_decode", top_k=5, strategy=strategy).hits
+        assert hits[0].symbol == "JSONDecoder.raw_decode", strategy
+
+
+def test_named_function_missed_by_retrieval_is_fetched(index: ragloom.Index) -> None:
+    # "dedent" alone in prose: the symbol table knows it; exact match brings it first.
+    hits = index.search("how does `dedent` treat tabs", top_k=3, strategy="dense").hits
+    assert hits[0].symbol == "dedent"
+
+
+def test_hybrid_keeps_modality_ranks(index: ragloom.Index) -> None:
+    hits = index.search("wrap text to a width", top_k=10).hits
+    assert all(set(h.ranks) <= {"bm25", "dense"} and h.ranks for h in hits)
+    assert any(len(h.ranks) == 2 for h in hits)
+
+
+def test_explain_records_stages(index: ragloom.Index) -> None:
+    result = index.search("JSONDecoder.raw_decode", top_k=3, strategy="hybrid-mmr", explain=True)
+    first = result.hits[0]
+    assert "exact_match" in first.explain and "rrf" in first.explain and "mmr" in first.explain
+    assert result.query["entities"]
+
+
+def test_mmr_diversifies_files(index: ragloom.Index) -> None:
+    plain = index.search("parse", top_k=8, strategy="hybrid").hits
+    mmr = index.search("parse", top_k=8, strategy="hybrid-mmr").hits
+    assert {h.id for h in mmr} <= {h.id for h in plain} | {h.id for h in mmr}
+    assert len(mmr) == len(plain)
+
+
+def test_compound_question_is_decomposed(index: ragloom.Index) -> None:
+    result = index.search("how is JSON decoded and where is text wrapped", top_k=10)
+    assert len(result.query["sub_queries"]) == 2  # type: ignore[arg-type]
+    paths = {h.path for h in result.hits}
+    assert any(p.startswith("json/") for p in paths) and "textwrap.py" in paths
+
+
+def test_language_mention_is_detected(index: ragloom.Index) -> None:
+    result = index.search("python function that wraps text", top_k=5)
+    assert result.query["language"] == "python"
+
+
+def test_bad_strategy_is_a_config_error(index: ragloom.Index) -> None:
+    with pytest.raises(ConfigError, match="unknown strategy"):
+        index.search("x", strategy="bogus")
+    with pytest.raises(ConfigError, match="modifier"):
+        parse_search_spec("hybrid+no-bogus")
+    with pytest.raises(ConfigError, match="top_k"):
+        index.search("x", top_k=0)
+
+
+def test_empty_query_has_no_hits(index: ragloom.Index) -> None:
+    result = index.search("   ?? ", top_k=5)
+    assert result.hits == [] and result.notes
+
+
+def test_cli_explain_json(index: ragloom.Index) -> None:
+    proc = run_cli(
+        "search",
+        "JSONDecoder.raw_decode",
+        "--index-dir",
+        str(index.index_dir),
+        "--explain",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    hits = json.loads(proc.stdout)
+    assert hits[0]["symbol"] == "JSONDecoder.raw_decode" and "explain" in hits[0]
+    proc = run_cli("search", "x", "--index-dir", str(index.index_dir), "--strategy", "nope")
+    assert proc.returncode == 2 and "unknown strategy" in proc.stderr
+
+
+def test_index_dir_path(index: ragloom.Index) -> None:
+    assert isinstance(index.index_dir, Path)

@@ -71,6 +71,10 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
         yield update
 
 
+INTERNAL_ERROR_EXIT = 70
+"""Exit code of an unexpected exception (EX_SOFTWARE from sysexits.h)."""
+
+
 def _handle_errors(fn: F) -> F:
     import functools
 
@@ -84,6 +88,17 @@ def _handle_errors(fn: F) -> F:
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as exc:
+            # A bug, not bad input: one line by default, the traceback with -v (and in the log).
+            logging.getLogger("ragloom.cli").info("internal error", exc_info=True)
+            click.echo(
+                f"internal error: {type(exc).__name__}: {exc} (run with -v for the traceback; "
+                "please report it)",
+                err=True,
+            )
+            sys.exit(INTERNAL_ERROR_EXIT)
 
     return wrapper  # type: ignore[return-value]
 
@@ -320,6 +335,71 @@ def bench_cmd(
     if out is not None:
         with out.open("a", encoding="utf-8") as fh:
             fh.write("\n" + bench.render_markdown(results, command) + "\n")
+
+
+@cli.command("context")
+@click.argument("query")
+@click.option(
+    "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
+)
+@click.option("-k", "--top-k", type=int, default=15, show_default=True, help="Hits to assemble.")
+@click.option("--budget", type=int, default=8000, show_default=True, help="Token budget.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["xml", "markdown", "plain", "json"]),
+    default="xml",
+    show_default=True,
+)
+@click.option(
+    "--counter", default="cl100k", show_default=True, help="Token counter: cl100k | o200k | approx."
+)
+@click.option("--strategy", default="hybrid", show_default=True, help="As for `ragloom search`.")
+@click.option("--scores", is_flag=True, help="Include scores in the rendered context.")
+@click.option("--json", "as_json", is_flag=True, help="Print parts, stats and text as JSON.")
+@_handle_errors
+def context_cmd(
+    query: str,
+    index_dir: Path | None,
+    top_k: int,
+    budget: int,
+    fmt: str,
+    counter: str,
+    strategy: str,
+    scores: bool,
+    as_json: bool,
+) -> None:
+    """Assemble a deduplicated, stitched, token-budgeted context for QUERY."""
+    idx = _open_for_read(str(index_dir) if index_dir else None)
+    ctx = idx.get_context(
+        query,
+        top_k=top_k,
+        budget=budget,
+        strategy=strategy,
+        format=fmt,
+        counter=counter,
+        include_scores=scores,
+    )
+    if as_json:
+        _echo_json(ctx.to_dict())
+        return
+    click.echo(ctx.text)
+    st = ctx.stats
+    click.echo(
+        f"{len(ctx.parts)} parts from {st.unique_files} files, {st.tokens_total}/{st.budget} "
+        f"tokens{' (truncated)' if st.truncated else ''}",
+        err=True,
+    )
+
+
+def _register_plugins() -> None:
+    from ragloom.eval.cli_eval import eval_cmd, eval_data_cmd
+
+    cli.add_command(eval_cmd)
+    cli.add_command(eval_data_cmd)
+
+
+_register_plugins()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragloom.errors import (
     DbError,
@@ -36,6 +36,8 @@ from ragloom.retrieve.config import RetrievalStrategy
 from ragloom.retrieve.search import DEFAULT_STRATEGY, Retriever, SearchResult
 
 if TYPE_CHECKING:
+    from ragloom.assemble import AssembledContext, AssemblyPolicy, TokenBudget, TokenCounter
+    from ragloom.assemble.budget import Format
     from ragloom.embed.base import Embedder
 
 __all__ = ["DEFAULT_INDEX_DIRNAME", "Index", "IndexStatus", "find_index_dir", "open"]
@@ -275,16 +277,18 @@ class Index:
         query: str,
         *,
         top_k: int = 15,
-        budget: int | Any = 8000,
+        budget: int | TokenBudget = 8000,
         strategy: str | RetrievalStrategy = DEFAULT_STRATEGY,
-        format: str = "xml",
-        counter: str | Any = "cl100k",
+        format: Format = "xml",
+        counter: str | TokenCounter = "cl100k",
         include_scores: bool = False,
-    ) -> Any:
+        policy: AssemblyPolicy | None = None,
+    ) -> AssembledContext:
         """Search, then assemble a deduplicated, stitched, budgeted context (AssembledContext).
 
         ``budget`` is a token count or a :class:`ragloom.assemble.TokenBudget`; ``counter`` a
-        counter name (``cl100k``, ``o200k``, ``approx``) or a TokenCounter.
+        counter name (``cl100k``, ``o200k``, ``approx``) or a TokenCounter; ``policy`` overrides
+        ``format`` and ``include_scores`` with a full :class:`ragloom.assemble.AssemblyPolicy`.
         """
         from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
 
@@ -294,7 +298,8 @@ class Index:
         result = self.search(query, top_k=top_k, strategy=strategy)
         retriever = self.retriever
         embeddings = retriever.embeddings_for_hits(result.hits)
-        policy = AssemblyPolicy(format=format, include_scores=include_scores)
+        if policy is None:
+            policy = AssemblyPolicy(format=format, include_scores=include_scores)
         return assemble_context(
             query,
             result.hits,

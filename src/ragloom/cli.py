@@ -386,8 +386,9 @@ def context_cmd(
     click.echo(ctx.text)
     st = ctx.stats
     click.echo(
-        f"{len(ctx.parts)} parts from {st.unique_files} files, {st.tokens_total}/{st.budget} "
-        f"tokens{' (truncated)' if st.truncated else ''}",
+        f"{len(ctx.parts)} parts from {st.unique_files} files, {st.tokens_total}/"
+        f"{st.budget['available']} tokens{' (some hits left out)' if st.truncated else ''}, "
+        f"{st.stale_reresolved} stale re-resolved, {st.stale_dropped} stale dropped",
         err=True,
     )
 

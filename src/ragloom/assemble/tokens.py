@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.resources
+import importlib.util
 import math
 import re
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragloom.errors import ConfigError
@@ -114,8 +115,12 @@ def _read_ranks(file_stem: str, expected_sha256: str) -> dict[bytes, int]:
     import base64
 
     try:
-        raw = importlib.resources.files(_DATA_PACKAGE).joinpath(f"{file_stem}.tiktoken.gz")
-        data = gzip.decompress(raw.read_bytes())
+        # find_spec does not import the package (its __init__ eagerly builds every encoding)
+        spec = importlib.util.find_spec(_DATA_PACKAGE.split(".", 1)[0])
+        if spec is None or not spec.submodule_search_locations:
+            raise FileNotFoundError(f"package {_DATA_PACKAGE} not found")
+        pkg_dir = Path(next(iter(spec.submodule_search_locations)))
+        data = gzip.decompress((pkg_dir / "data" / f"{file_stem}.tiktoken.gz").read_bytes())
     except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
         raise ConfigError(
             f"token counter data {file_stem} is not installed (pip install 'bpe-openai>=0.1.4'): "

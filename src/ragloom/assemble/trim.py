@@ -13,10 +13,18 @@ from collections.abc import Callable, Sequence
 
 from ragloom.assemble.stitch import Segment
 
-__all__ = ["SIGNATURE_MAX_LINES", "signature_lines", "trim_segment"]
+__all__ = ["FIT_CHARS_PER_TOKEN", "SIGNATURE_MAX_LINES", "signature_lines", "trim_segment"]
 
 SIGNATURE_MAX_LINES = 12
 """ragloom's choice: a header longer than 12 lines is cut after its first line."""
+
+FIT_CHARS_PER_TOKEN = 8
+"""ragloom's choice: code averages 4.33 characters per cl100k token (shared/research/
+DEPENDENCIES.md); a segment longer than 8 characters per token of the cap is trimmed without
+counting the whole block. This only decides *whether* to trim; every kept block is counted."""
+
+_LINE_BATCH = 32
+"""Lines counted per call while planning a cut (counting stops once the cap is reached)."""
 
 _BODY_OPENERS = re.compile(r"(:|\{|=>|->\s*\S*\s*\{?|\bdo|\bthen|\bbegin)\s*(#.*|//.*)?$")
 _DECORATOR = re.compile(r"\s*(@|#\[|\[\w)")
@@ -60,14 +68,29 @@ def trim_segment(
     ``block_tokens`` renders and counts the segment's block exactly; ``line_tokens`` gives
     per-line estimates used to plan the cut before the exact check.
     """
+    tok: list[int] = []
+
+    def ensure(upto: int) -> None:
+        """Count lines (relative index) up to ``upto`` inclusive, in batches."""
+        while len(tok) <= upto:
+            lo = seg.start - 1 + len(tok)
+            hi = min(seg.end, lo + _LINE_BATCH)
+            tok.extend(line_tokens([ln + "\n" for ln in lines[lo:hi]]))
+
+    # Count the whole block exactly only when it can plausibly fit (cheap character test).
     seg.shown = [(seg.start, seg.end)]
-    full = block_tokens(seg)
-    if full <= cap:
-        return full
-    tok = line_tokens([ln + "\n" for ln in lines[seg.start - 1 : seg.end]])
+    chars = sum(len(ln) + 1 for ln in lines[seg.start - 1 : seg.end])
+    if chars <= cap * FIT_CHARS_PER_TOKEN:
+        full = block_tokens(seg)
+        if full <= cap:
+            return full
+
+    def t(line: int) -> int:
+        ensure(line - seg.start)
+        return tok[line - seg.start]
 
     def cost(ranges: list[tuple[int, int]]) -> int:
-        return sum(sum(tok[a - seg.start : b - seg.start + 1]) for a, b in ranges)
+        return sum(t(i) for a, b in ranges for i in range(a, b + 1))
 
     sig = signature_lines(lines, seg.start, seg.end)
     shown = [(seg.start, seg.start + sig - 1)]
@@ -94,9 +117,9 @@ def trim_segment(
         nxt = first_end + 1
         if len(shown) > 1 and nxt >= shown[1][0]:
             break
-        if tok[nxt - seg.start] > budget:
+        if t(nxt) > budget:
             break
-        budget -= tok[nxt - seg.start]
+        budget -= t(nxt)
         first_end = nxt
     shown = _union(shown, (seg.start, first_end))
     while True:
@@ -110,7 +133,7 @@ def trim_segment(
         sig_end = seg.start + sig - 1
         if b > sig_end:
             while b > sig_end and excess > 0:
-                excess -= tok[b - seg.start]
+                excess -= t(b)
                 b -= 1
             shown = [(a, b), *shown[1:]]
         elif anchors:

@@ -76,6 +76,8 @@ class IndexStatus:
     stale: dict[str, list[str]] = field(default_factory=dict)
     disk_bytes: int = 0
     generation: int = 0
+    bm25: dict[str, object] = field(default_factory=dict)
+    """BM25 service state: live engine status and the saved snapshot (``ragloom.service``)."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -257,9 +259,33 @@ class Index:
                     )
                 store.set_meta("last_index_stats", _json(stats.to_dict()))
                 store.set_meta("last_indexed_at", str(time.time()))
+                self._refresh_bm25_snapshot(store, stats)
             finally:
                 store.close()
         return stats
+
+    def _refresh_bm25_snapshot(self, store: Store, stats: IndexStats) -> None:
+        """Keep a saved BM25 snapshot (``ragloom.service``'s warm start) in step with the index.
+
+        The snapshot is a cache of ``<index>/bm25``: after an update that changed anything it is
+        re-saved (a few ms), so a service loading it never answers from a stale BM25 state.
+        """
+        from ragloom.service.persist import DEFAULT_SNAPSHOT_NAME, save_snapshot
+
+        snap = self.index_dir / DEFAULT_SNAPSHOT_NAME
+        changed = stats.files_changed or stats.files_removed or stats.model_changed
+        if not snap.exists() or not changed:
+            return
+        try:
+            save_snapshot(
+                self.index_dir / "bm25",
+                snap,
+                doc_count=TantivyBm25(self.index_dir / "bm25").doc_count(),
+                source_generation=store.generation(),
+            )
+        except DbError as exc:
+            log.warning("could not refresh the BM25 snapshot, removing it: %s", exc)
+            snap.unlink(missing_ok=True)
 
     def search(
         self,
@@ -300,26 +326,31 @@ class Index:
         embeddings = retriever.embeddings_for_hits(result.hits)
         if policy is None:
             policy = AssemblyPolicy(format=format, include_scores=include_scores)
-        return assemble_context(
-            query,
-            result.hits,
-            root=self.root,
-            budget=budget,
-            policy=policy,
-            counter=tc,
-            embeddings=embeddings,
-        )
+        with retriever.telemetry.span("assembly", {"hits": len(result.hits)}) as span:
+            ctx = assemble_context(
+                query,
+                result.hits,
+                root=self.root,
+                budget=budget,
+                policy=policy,
+                counter=tc,
+                embeddings=embeddings,
+            )
+            span.set_attribute("parts", len(ctx.parts))
+            span.set_attribute("tokens", ctx.stats.tokens_total)
+        return ctx
 
     def status(self, *, freshness: bool = True) -> IndexStatus:
         """Counts, model, BM25/vector readiness and (optionally) on-disk freshness."""
         manifest = self._manifest()
         store = self._reader_store()
         chunks = store.chunk_count()
-        try:
-            bm25_docs = TantivyBm25(self.index_dir / "bm25").doc_count()
-            bm25_status = "ready" if bm25_docs else "empty"
-        except DbError:
-            bm25_docs, bm25_status = 0, "uninitialized"
+        from ragloom.service.rag import bm25_state_for_index
+
+        bm25_state = bm25_state_for_index(self.index_dir)
+        bm25_status = str(bm25_state.get("live_status", "uninitialized"))
+        live_docs = bm25_state.get("live_docs", 0)
+        bm25_docs = live_docs if isinstance(live_docs, int) else 0
         vectors = HnswVectors(self.index_dir / "vectors", manifest.embedding_dim).count()
         stale: dict[str, list[str]] = {}
         stale_count: int | None = None
@@ -345,6 +376,7 @@ class Index:
             stale=stale,
             disk_bytes=_dir_size(self.index_dir),
             generation=store.generation(),
+            bm25=bm25_state,
         )
 
     def stale_files(self) -> dict[str, list[str]]:

@@ -261,6 +261,14 @@ def status_cmd(index_dir: Path | None, no_freshness: bool, as_json: bool) -> Non
     click.echo(f"files     {st.files}   chunks {st.chunks}   disk {st.disk_bytes / 1e6:.1f} MB")
     click.echo(f"model     {st.model} ({st.dim}-d)")
     click.echo(f"bm25      {st.bm25_status} ({st.bm25_docs} docs)")
+    snap = st.bm25.get("snapshot")
+    if isinstance(snap, dict):
+        state = "stale" if st.bm25.get("snapshot_stale") else "current"
+        click.echo(
+            f"snapshot  {snap.get('doc_count')} docs, {state} ({st.bm25.get('snapshot_path')})"
+        )
+    elif st.bm25.get("snapshot_error"):
+        click.echo(f"snapshot  unusable: {st.bm25['snapshot_error']}")
     click.echo(
         f"vectors   {st.vectors}/{st.chunks} {'ready' if st.vectors_ready else 'incomplete'}"
     )

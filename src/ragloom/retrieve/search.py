@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from opentelemetry import context as otel_context
 
 from ragloom.errors import ConfigError
 from ragloom.index.bm25 import TantivyBm25
@@ -64,6 +65,7 @@ from ragloom.retrieve.query import (
     exact_match_boost,
     process_query,
 )
+from ragloom.telemetry import Telemetry, get_telemetry
 from ragloom.types import Hit
 
 if TYPE_CHECKING:
@@ -167,8 +169,10 @@ class Retriever:
         mmr: MmrConfig | None = None,
         reranker: Reranker | None = None,
         recency: RecencyConfig | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
+        self.telemetry = telemetry if telemetry is not None else get_telemetry()
         self.bm25 = bm25
         self.vectors = vectors
         self.rrf = rrf if rrf is not None else RrfConfig()
@@ -233,9 +237,13 @@ class Retriever:
             return []
         return self.vectors.search(vector, k)
 
-    def _timed_dense(self, query: str, k: int) -> tuple[list[tuple[int, float]], float]:
+    def _timed_dense(
+        self, query: str, k: int, ctx: otel_context.Context | None = None
+    ) -> tuple[list[tuple[int, float]], float]:
         t = time.perf_counter()
-        out = self.dense(query, k)
+        with self.telemetry.span("dense", context=ctx) as span:
+            out = self.dense(query, k)
+            span.set_attribute("dense_results", len(out))
         return out, (time.perf_counter() - t) * 1000
 
     def _retrieve(self, pq: ProcessedQuery, depth: int, sparse: bool, dense: bool) -> _Lists:
@@ -244,11 +252,17 @@ class Retriever:
         if dense and sparse:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragloom-dense")
-            fut = self._pool.submit(self._timed_dense, pq.dense_text, depth)
+            ctx = otel_context.get_current()
+            fut = self._pool.submit(self._timed_dense, pq.dense_text, depth, ctx)
         out = _Lists([], [])
         if sparse:
             t = time.perf_counter()
-            out.bm25 = self.sparse(pq.sparse_text, depth)
+            with self.telemetry.span("bm25") as span:
+                out.bm25 = self.sparse(pq.sparse_text, depth)
+                span.set_attribute("bm25_status", "ready" if self.bm25 is not None else "missing")
+                span.set_attribute("strict", False)
+                span.set_attribute("attempts", 1)
+                span.set_attribute("bm25_results", len(out.bm25))
             out.bm25_ms = (time.perf_counter() - t) * 1000
         if fut is not None:
             out.dense, out.dense_ms = fut.result()
@@ -289,10 +303,35 @@ class Retriever:
             strat = Hybrid(rrf=self.rrf if strat.rrf == RrfConfig() else strat.rrf, mmr=strat.mmr)
             if strat.mmr is not None and strat.mmr == MmrConfig():
                 strat = Hybrid(rrf=strat.rrf, mmr=self.mmr)
+        hybrid = isinstance(strat, Hybrid)
+        with self.telemetry.request_span(
+            query_len=len(query),
+            top_k=top_k,
+            strategy=name,
+            rrf_k=strat.rrf.k if isinstance(strat, Hybrid) else None,
+            mmr_lambda=strat.mmr.lambda_ if isinstance(strat, Hybrid) and strat.mmr else None,
+        ) as span:
+            result = self._search(query, top_k, strat, qc, name, explain)
+            span.set_attribute("hits", len(result.hits))
+            span.set_attribute("fallback_used", result.fallback_used and hybrid)
+        return result
+
+    def _search(
+        self,
+        query: str,
+        top_k: int,
+        strat: RetrievalStrategy,
+        qc: QueryConfig,
+        name: str,
+        explain: bool,
+    ) -> SearchResult:
         result = SearchResult(hits=[], strategy=name)
         t0 = time.perf_counter()
-        symbols = self.symbol_table() if qc.extract_entities else None
-        pq = process_query(query, qc, symbols)
+        with self.telemetry.span("query") as qspan:
+            symbols = self.symbol_table() if qc.extract_entities else None
+            pq = process_query(query, qc, symbols)
+            qspan.set_attribute("steps", list(pq.steps))
+            qspan.set_attribute("sub_queries", len(pq.sub_queries))
         result.timings_ms["query"] = (time.perf_counter() - t0) * 1000
         result.query = _query_info(pq)
         if pq.is_empty or not any(ch.isalnum() for ch in query):
@@ -319,13 +358,17 @@ class Retriever:
                 result.notes.append("no vectors available: hybrid answered from BM25 alone")
 
         t = time.perf_counter()
-        fused, per_modality = self._fuse(strat, main)
         subs: dict[str, list[tuple[int, float]]] = {}
         for i, sq in enumerate(pq.sub_queries, 1):
             sub = self._retrieve(sq, depth, use_sparse, use_dense)
             subs[f"sub{i}"], _ = self._fuse(strat, sub)
-        if subs:
-            fused = rrf_fuse({"query": fused, **subs}, None, self.rrf.k)
+        with self.telemetry.span("fusion") as fspan:
+            fused, per_modality = self._fuse(strat, main)
+            if subs:
+                fused = rrf_fuse({"query": fused, **subs}, None, self.rrf.k)
+            fspan.set_attribute("bm25_results", len(main.bm25))
+            fspan.set_attribute("dense_results", len(main.dense))
+            fspan.set_attribute("fallback_used", result.fallback_used)
         result.timings_ms["fusion"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
@@ -345,18 +388,14 @@ class Retriever:
         if self.recency is not None:
             ranked = self._recency(ranked, rows)
         if self.reranker is not None:
-            texts = self.store.texts_by_rowids([r for r, _ in ranked[:depth]])
-            by_id = {rows[r].id: r for r, _ in ranked if r in rows}
-            reranked = self.reranker.rerank(
-                pq.dense_text, [(rows[r].id, texts.get(r, "")) for r, _ in ranked[:depth]]
-            )
-            head = [(by_id[cid], s) for cid, s in reranked]
-            ranked = head + ranked[len(head) :]
+            with self.telemetry.span("rerank"):
+                ranked = self._rerank(self.reranker, pq.dense_text, ranked[:depth], rows)
         result.timings_ms["boosts"] = (time.perf_counter() - t) * 1000
 
         if isinstance(strat, Hybrid) and strat.mmr is not None and ranked:
             t = time.perf_counter()
-            ranked = self._mmr(ranked, top_k, strat.mmr, explains if explain else None)
+            with self.telemetry.span("mmr", {"mmr_lambda": strat.mmr.lambda_}):
+                ranked = self._mmr(ranked, top_k, strat.mmr, explains if explain else None)
             result.timings_ms["mmr"] = (time.perf_counter() - t) * 1000
         ranked = ranked[:top_k]
         t = time.perf_counter()
@@ -411,6 +450,18 @@ class Retriever:
                 if s != before.get(r):
                     explains.setdefault(r, {})["exact_match"] = s
         return out, rows
+
+    def _rerank(
+        self,
+        reranker: Reranker,
+        query: str,
+        ranked: list[tuple[int, float]],
+        rows: dict[int, ChunkRow],
+    ) -> list[tuple[int, float]]:
+        texts = self.store.texts_by_rowids([r for r, _ in ranked])
+        by_id = {rows[r].id: r for r, _ in ranked}
+        reranked = reranker.rerank(query, [(rows[r].id, texts.get(r, "")) for r, _ in ranked])
+        return [(by_id[cid], s) for cid, s in reranked]
 
     def _recency(
         self, ranked: list[tuple[int, float]], rows: dict[int, ChunkRow]

@@ -357,6 +357,7 @@ class Bm25Actor:
         self._pending_builds = 0
         self._generation: int | None = None
         self._trash: list[Path] = []
+        self._current_job: Any = None
         self._gen = itertools.count(1)
         self._closed = False
 
@@ -389,13 +390,16 @@ class Bm25Actor:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         closed = ChannelError("bm25 actor closed")
+        left: list[Any] = [self._current_job] if self._current_job is not None else []
         for q in (self._queue, self._jobs):
             while q is not None and not q.empty():
-                item = q.get_nowait()
-                if isinstance(item, _Cmd):
-                    _fail(item.fut, closed)
-                    if isinstance(item, Rebuild) and item.done is not None:
-                        _fail(item.done, closed)
+                left.append(q.get_nowait())
+        for item in left:
+            cmd = item[0] if isinstance(item, tuple) else item
+            if isinstance(cmd, _Cmd):
+                _fail(cmd.fut, closed)
+                if isinstance(cmd, Rebuild) and cmd.done is not None:
+                    _fail(cmd.done, closed)
         self._engine = None
         if self.workdir is not None:
             if self._own_workdir:
@@ -563,6 +567,7 @@ class Bm25Actor:
         assert self._jobs is not None
         while True:
             job = await self._jobs.get()
+            self._current_job = job
             if isinstance(job, tuple):
                 await self._do_load(job[0], counted=job[1])
             elif isinstance(job, Rebuild):
@@ -573,6 +578,7 @@ class Bm25Actor:
                 except Exception as exc:
                     log.warning("bm25 actor: %s failed: %s", job.name, exc)
                     _fail(job.fut, _as_db_error(f"bm25 {job.name} failed", exc))
+            self._current_job = None
 
     def _require_engine(self, what: str) -> Bm25Engine | None:
         if self._error is not None:

@@ -30,7 +30,7 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, TypeVar, cast
 
@@ -243,13 +243,7 @@ class RagService:
         embeddings come from its vectors, the default snapshot is ``<index>/bm25.snapshot``."""
         cfg = config if config is not None else Bm25Config()
         if cfg.persist_path is None:
-            cfg = Bm25Config(
-                timeout_ms=cfg.timeout_ms,
-                retries=cfg.retries,
-                backoff_ms=cfg.backoff_ms,
-                strict_default=cfg.strict_default,
-                persist_path=index_dir / DEFAULT_SNAPSHOT_NAME,
-            )
+            cfg = replace(cfg, persist_path=index_dir / DEFAULT_SNAPSHOT_NAME)
         tel = telemetry if telemetry is not None else get_telemetry()
         actor = Bm25Actor(StoreDocumentSource(index_dir / _DB_NAME), workdir=workdir, telemetry=tel)
         dense = IndexDense(index_dir)
@@ -568,9 +562,9 @@ class RagService:
         await asyncio.wait([bm25_task, dense_task])
         timings["retrieval"] = (time.perf_counter() - t) * 1000
         dense_exc = dense_task.exception()
+        bm25_exc = bm25_task.exception()  # retrieved either way: no "never retrieved" warning
         if dense_exc is not None:  # dense errors propagate first (plan section 3 C)
             raise dense_exc
-        bm25_exc = bm25_task.exception()
         if bm25_exc is not None:  # BM25 errors bubble as-is
             raise bm25_exc
         bm25, status = bm25_task.result()

@@ -109,3 +109,32 @@ def test_cli_explain_json(index: ragloom.Index) -> None:
 
 def test_index_dir_path(index: ragloom.Index) -> None:
     assert isinstance(index.index_dir, Path)
+
+
+def test_search_emits_a_span_per_stage(index: ragloom.Index) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ragloom.telemetry import Telemetry
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    retriever = index.retriever
+    saved = retriever.telemetry
+    retriever.telemetry = Telemetry(tracer_provider=provider)
+    try:
+        index.get_context("decode a JSON document", top_k=5, budget=2000, strategy="hybrid-mmr")
+    finally:
+        retriever.telemetry = saved
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    for stage in ("request", "query", "bm25", "dense", "fusion", "mmr", "assembly"):
+        assert f"ragloom.{stage}" in spans, stage
+    req = spans["ragloom.request"].attributes or {}
+    assert req["strategy"] == "hybrid-mmr" and req["top_k"] == 5 and req["rrf_k"] == 60.0
+    assert req["mmr_lambda"] == 0.7 and req["query_len"] == len("decode a JSON document")
+    bm25 = spans["ragloom.bm25"].attributes or {}
+    assert bm25["bm25_results"] > 0 and "duration_ms" in bm25
+    # the dense span runs on a worker thread but belongs to the same trace
+    assert spans["ragloom.dense"].context.trace_id == spans["ragloom.request"].context.trace_id

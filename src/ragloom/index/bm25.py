@@ -115,10 +115,13 @@ class TantivyBm25:
     ) -> int:
         """Add (rowid, token string) documents and delete rowids, then commit.
 
-        Idempotent: every add first deletes its rowid, so replaying after a crash between the
-        engine's commit and the sidecar write cannot duplicate documents.
+        Idempotent: unless the engine is empty, every add first deletes its rowid, whatever the
+        sidecar says, so replaying after a crash between the engine's commit and the sidecar
+        write (the sidecar then lists the old set) cannot duplicate documents.
         """
         tv = self._tantivy
+        self._index.reload()
+        engine_empty = int(self._index.searcher().num_docs) == 0
         writer = self._index.writer(heap_size=_WRITER_HEAP_BYTES, num_threads=1)
         have = set(self._rowids.tolist())
         for rowid in remove:
@@ -126,7 +129,7 @@ class TantivyBm25:
             have.discard(int(rowid))
         n = 0
         for rowid, body in add:
-            if rowid in have:
+            if not engine_empty:
                 writer.delete_documents_by_term("rowid", int(rowid))
             doc = tv.Document()
             doc.add_integer("rowid", int(rowid))

@@ -206,8 +206,8 @@ def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
     "--strategy",
     default="hybrid",
     show_default=True,
-    help="hybrid | hybrid-mmr | dense | sparse, optionally +raw or +no-STEP "
-    "(STEP: expand, synonyms, entities, exact, decompose, language).",
+    help="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed (seed RRF defaults) "
+    "or +no-STEP (STEP: expand, synonyms, entities, exact, decompose, language).",
 )
 @click.option("--explain", is_flag=True, help="Show each modality's rank and score, and boosts.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list.")

@@ -132,7 +132,7 @@ def test_search_emits_a_span_per_stage(index: ragloom.Index) -> None:
     for stage in ("request", "query", "bm25", "dense", "fusion", "mmr", "assembly"):
         assert f"ragloom.{stage}" in spans, stage
     req = spans["ragloom.request"].attributes or {}
-    assert req["strategy"] == "hybrid-mmr" and req["top_k"] == 5 and req["rrf_k"] == 60.0
+    assert req["strategy"] == "hybrid-mmr" and req["top_k"] == 5 and req["rrf_k"] == 10.0
     assert req["mmr_lambda"] == 0.7 and req["query_len"] == len("decode a JSON document")
     bm25 = spans["ragloom.bm25"].attributes or {}
     assert bm25["bm25_results"] > 0 and "duration_ms" in bm25

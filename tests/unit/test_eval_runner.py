@@ -68,7 +68,8 @@ class FakeIndex:
         hits = RESULTS.get(query, [])
         if strategy == "dense":
             hits = list(reversed(hits))
-        return type("R", (), {"hits": hits[:top_k]})()
+        notes = ["no vectors available"] if strategy == "dense" else []
+        return type("R", (), {"hits": hits[:top_k], "notes": notes})()
 
     def get_context(
         self, query: str, *, top_k: int = 15, budget: Any = 8000, strategy: str = "hybrid"
@@ -96,6 +97,7 @@ def test_run_eval_scores_each_strategy() -> None:
     # dense reverses the lists: a.py and b.py come first
     assert rep.summaries["dense"].metrics["mrr@10"] == pytest.approx((1 + 1 + 0) / 3)
     assert rep.assembly_available is True
+    assert rep.notes.count("dense: no vectors available") == 1
     assert set(rep.summaries["sparse"].latency_ms) == {"p50", "p95", "mean", "max"}
 
 
@@ -147,7 +149,8 @@ def test_report_with_and_without_matplotlib(
 ) -> None:
     rep = run_eval(FakeIndex(True), QUERIES, ["sparse", "dense", "nope"], top_k=5)
     md = render_markdown(rep)
-    assert "| sparse |" in md and "unavailable" in md and "recall@5" in md
+    assert "| metric | sparse | dense | nope |" in md
+    assert "| recall@5 | 0.667 | 0.667 | unavailable |" in md
     pytest.importorskip("matplotlib")
     files = write_report(rep, tmp_path / "with")
     assert [p.name for p in files.charts] == ["metrics.png", "recall_at_k.png", "latency.png"]

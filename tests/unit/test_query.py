@@ -13,6 +13,7 @@ from ragloom.retrieve.query import (
     CODE_SYNONYMS,
     ENTITY_CONFIDENCE,
     EXACT_MATCH_BONUS,
+    EXACT_MATCH_MIN_CONFIDENCE,
     MAX_JOINED_PHRASES,
     Entity,
     InMemorySymbolTable,
@@ -175,11 +176,11 @@ def test_exact_boost_symbol_to_top() -> None:
 
 
 def test_exact_boost_file_and_ordering() -> None:
-    ents = [Entity("file", "json/decoder.py", 0.6), Entity("symbol", "scan", 1.0)]
+    ents = [Entity("file", "json/decoder.py", 0.8), Entity("symbol", "scan", 1.0)]
     out = exact_match_boost(HITS, ents, id_paths=PATHS, id_symbols=SYMS)
-    # h4 matches both (best confidence 1.0); h2 only the file (0.6)
+    # h4 matches both (best confidence 1.0); h2 only the file (0.8)
     assert [uid for uid, _ in out] == ["h4", "h2", "h1", "h3"]
-    assert [s for _, s in out] == pytest.approx([1.9, 1.5, 0.9, 0.5])
+    assert [s for _, s in out] == pytest.approx([1.9, 1.7, 0.9, 0.5])
 
 
 def test_exact_boost_switches() -> None:
@@ -207,7 +208,7 @@ def test_exact_boost_properties(
     assert sorted(uid for uid, _ in out) == sorted(uid for uid, _ in hits)  # nothing added/lost
     scores = [s for _, s in out]
     assert scores == sorted(scores, reverse=True)  # still sorted
-    boosted = {f"h{i}" for i, conf in named if conf >= 0.5 and i < len(hits)}
+    boosted = {f"h{i}" for i, conf in named if conf >= EXACT_MATCH_MIN_CONFIDENCE and i < len(hits)}
     assert {uid for uid, _ in out[: len(boosted)]} == boosted
 
 

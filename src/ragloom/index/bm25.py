@@ -40,7 +40,9 @@ def bm25_document(text: str, symbol: str, path: str) -> str:
 class Bm25Backend(Protocol):
     """What the index needs from a BM25 engine."""
 
-    def search(self, query: str, k: int) -> list[tuple[int, float]]: ...
+    def search(
+        self, query: str | Sequence[tuple[str, float]], k: int
+    ) -> list[tuple[int, float]]: ...
 
     def doc_count(self) -> int: ...
 
@@ -84,15 +86,34 @@ class TantivyBm25:
         self._index.reload()
         return int(self._index.searcher().num_docs)
 
-    def search(self, query: str, k: int) -> list[tuple[int, float]]:
-        """Top ``k`` (rowid, score); a query that tokenises to nothing has no hits."""
+    def search(self, query: str | Sequence[tuple[str, float]], k: int) -> list[tuple[int, float]]:
+        """Top ``k`` (rowid, score); a query that tokenises to nothing has no hits.
+
+        ``query`` is text, or weighted terms ``[(term, weight), ...]``: each term is tokenised
+        like documents and each token's BM25 contribution is multiplied by its weight (the
+        highest weight when tokens repeat), so expansion terms can count less than the words
+        the user typed.
+        """
         if k <= 0:
             return []
-        terms = list(dict.fromkeys(code_tokens(query)))[:_MAX_QUERY_TERMS]
-        if not terms:
+        weights: dict[str, float] = {}
+        items = [(query, 1.0)] if isinstance(query, str) else query
+        for text, weight in items:
+            if weight <= 0:
+                continue
+            for tok in code_tokens(text):
+                if tok not in weights and len(weights) >= _MAX_QUERY_TERMS:
+                    continue
+                weights[tok] = max(weight, weights.get(tok, 0.0))
+        if not weights:
             return []
         tv = self._tantivy
-        clauses = [(tv.Occur.Should, tv.Query.term_query(self._schema, "body", t)) for t in terms]
+        clauses = []
+        for tok, weight in weights.items():
+            q = tv.Query.term_query(self._schema, "body", tok)
+            if weight != 1.0:
+                q = tv.Query.boost_query(q, weight)
+            clauses.append((tv.Occur.Should, q))
         query_obj = clauses[0][1] if len(clauses) == 1 else tv.Query.boolean_query(clauses)
         searcher = self._index.searcher()
         result = searcher.search(query_obj, k)

@@ -64,6 +64,7 @@ from ragloom.retrieve.query import (
     QueryConfig,
     exact_match_boost,
     process_query,
+    query_style,
 )
 from ragloom.telemetry import Telemetry, get_telemetry
 from ragloom.types import Hit
@@ -78,6 +79,7 @@ __all__ = [
     "STRATEGIES",
     "Retriever",
     "SearchResult",
+    "SearchSpec",
     "parse_search_spec",
 ]
 
@@ -103,35 +105,60 @@ LANGUAGE_BOOST_RRF_RANKS = 1.0
 """A hit in the language the question names gains ``w / (k + 1)`` per unit, i.e. as much as one
 extra first place in one modality (ragloom's choice: strong enough to lift a same-language hit
 over a near tie, never over a hit both modalities ranked much higher)."""
+SYNONYM_TERM_WEIGHT = 0.3
+"""BM25 weight of a code-vocabulary synonym the user did not type (docs/ranking.md, Tuning)."""
+JOINED_TERM_WEIGHT = 0.5
+"""BM25 weight of an identifier joined from the user's words, ``parse header`` ->
+``parse_header`` (docs/ranking.md, Tuning)."""
+PROSE_RRF = RrfConfig(k=10.0, weight_bm25=1.0, weight_dense=1.0)
+"""RRF of the default strategy for prose questions (docs/ranking.md, Tuning: k=10 beat the
+seed's k=60 on both datasets; equal weights were best on the docstring dataset)."""
+KEYWORD_RRF = RrfConfig(k=10.0, weight_bm25=16.0, weight_dense=1.0)
+"""RRF of the default strategy for keyword queries (``query_style``): BM25 leads, dense breaks
+near ties (docs/ranking.md, Tuning)."""
 MAX_MISSING_ENTITY_IDS = 3
 """A named symbol that retrieval missed is fetched from the store when it names at most this
 many chunks (more is an ambiguous name like ``run``: better left to retrieval)."""
 
 
-def parse_search_spec(spec: str | RetrievalStrategy) -> tuple[RetrievalStrategy, QueryConfig, str]:
-    """``"hybrid-mmr+no-synonyms"`` -> (strategy, query config, canonical name)."""
+@dataclass(frozen=True, slots=True)
+class SearchSpec:
+    """What a strategy name asks for: the strategy, the query steps, and whether ragloom's tuned
+    fusion defaults apply (``+seed`` uses the seed's RrfConfig defaults for every query)."""
+
+    strategy: RetrievalStrategy
+    query_config: QueryConfig
+    name: str
+    tuned: bool = True
+
+
+def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
+    """``"hybrid-mmr+no-synonyms"`` -> :class:`SearchSpec`."""
     if not isinstance(spec, str):
-        return spec, QueryConfig(), strategy_name(spec)
+        return SearchSpec(spec, QueryConfig(), strategy_name(spec))
     parts = [p.strip() for p in spec.strip().lower().split("+")]
     base = parts[0]
     if base not in STRATEGIES:
         raise ConfigError(
             f"unknown strategy {spec!r}; choose from {', '.join(STRATEGIES)} "
-            f"(optionally +raw or +no-STEP, STEP in {', '.join(QUERY_STEP_FLAGS)})"
+            f"(optionally +raw, +seed or +no-STEP, STEP in {', '.join(QUERY_STEP_FLAGS)})"
         )
     strategy = parse_strategy(base)
     qc = QueryConfig()
+    tuned = True
     for mod in parts[1:]:
         if mod == "raw":
             qc = QueryConfig(**{v: False for v in QUERY_STEP_FLAGS.values()})
+        elif mod == "seed":
+            tuned = False
         elif mod.startswith("no-") and mod[3:] in QUERY_STEP_FLAGS:
             qc = replace(qc, **{QUERY_STEP_FLAGS[mod[3:]]: False})
         else:
             raise ConfigError(
-                f"unknown strategy modifier {mod!r} in {spec!r}; use +raw or +no-STEP with STEP "
-                f"in {', '.join(QUERY_STEP_FLAGS)}"
+                f"unknown strategy modifier {mod!r} in {spec!r}; use +raw, +seed or +no-STEP "
+                f"with STEP in {', '.join(QUERY_STEP_FLAGS)}"
             )
-    return strategy, qc, "+".join(parts)
+    return SearchSpec(strategy, qc, "+".join(parts), tuned)
 
 
 @dataclass(slots=True)
@@ -175,10 +202,14 @@ class Retriever:
         self.telemetry = telemetry if telemetry is not None else get_telemetry()
         self.bm25 = bm25
         self.vectors = vectors
-        self.rrf = rrf if rrf is not None else RrfConfig()
+        self.rrf = rrf if rrf is not None else PROSE_RRF
+        self.keyword_rrf = rrf if rrf is not None else KEYWORD_RRF
+        self.adaptive = rrf is None
         self.mmr = mmr if mmr is not None else MmrConfig()
         self.reranker = reranker
         self.recency = recency
+        self.synonym_weight = SYNONYM_TERM_WEIGHT
+        self.joined_weight = JOINED_TERM_WEIGHT
         self._embedder_factory = embedder
         self._embedder: Embedder | None = None
         self._symbols: tuple[int, InMemorySymbolTable] | None = None
@@ -212,7 +243,16 @@ class Retriever:
             self._pool = None
 
     # -- single modalities --------------------------------------------------------------
-    def sparse(self, query: str, k: int) -> list[tuple[int, float]]:
+    def bm25_terms(self, pq: ProcessedQuery) -> list[tuple[str, float]]:
+        """Weighted BM25 terms: typed words 1.0, joined identifiers and synonyms less."""
+        syn = set(pq.synonyms_added)
+        joined = set(pq.identifier_candidates)
+        return [
+            (t, self.synonym_weight if t in syn else self.joined_weight if t in joined else 1.0)
+            for t in pq.terms
+        ] or [(pq.sparse_text, 1.0)]
+
+    def sparse(self, query: str | Sequence[tuple[str, float]], k: int) -> list[tuple[int, float]]:
         if self.bm25 is None:
             return []
         return self.bm25.search(query, k)
@@ -258,7 +298,7 @@ class Retriever:
         if sparse:
             t = time.perf_counter()
             with self.telemetry.span("bm25") as span:
-                out.bm25 = self.sparse(pq.sparse_text, depth)
+                out.bm25 = self.sparse(self.bm25_terms(pq), depth)
                 span.set_attribute("bm25_status", "ready" if self.bm25 is not None else "missing")
                 span.set_attribute("strict", False)
                 span.set_attribute("attempts", 1)
@@ -296,11 +336,16 @@ class Retriever:
         """Rank chunks for ``query``; see the module docstring for the stages."""
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ConfigError(f"top_k must be an integer >= 1, got {top_k!r}")
-        strat, qc, name = parse_search_spec(strategy)
+        spec = parse_search_spec(strategy)
+        strat, qc, name = spec.strategy, spec.query_config, spec.name
         if query_config is not None:
             qc = query_config
         if isinstance(strat, Hybrid):
-            strat = Hybrid(rrf=self.rrf if strat.rrf == RrfConfig() else strat.rrf, mmr=strat.mmr)
+            # An explicit RrfConfig wins; the seed default stands for "ragloom's tuned default",
+            # which depends on the query's style when adaptive (``+seed`` keeps the seed's).
+            if strat.rrf == RrfConfig() and spec.tuned:
+                keyword = self.adaptive and query_style(query) == "keyword"
+                strat = Hybrid(rrf=self.keyword_rrf if keyword else self.rrf, mmr=strat.mmr)
             if strat.mmr is not None and strat.mmr == MmrConfig():
                 strat = Hybrid(rrf=strat.rrf, mmr=self.mmr)
         hybrid = isinstance(strat, Hybrid)
@@ -365,7 +410,8 @@ class Retriever:
         with self.telemetry.span("fusion") as fspan:
             fused, per_modality = self._fuse(strat, main)
             if subs:
-                fused = rrf_fuse({"query": fused, **subs}, None, self.rrf.k)
+                k = strat.rrf.k if isinstance(strat, Hybrid) else self.rrf.k
+                fused = rrf_fuse({"query": fused, **subs}, None, k)
             fspan.set_attribute("bm25_results", len(main.bm25))
             fspan.set_attribute("dense_results", len(main.dense))
             fspan.set_attribute("fallback_used", result.fallback_used)
@@ -399,7 +445,8 @@ class Retriever:
             result.timings_ms["mmr"] = (time.perf_counter() - t) * 1000
         ranked = ranked[:top_k]
         t = time.perf_counter()
-        result.hits = self._hydrate(ranked, rows, per_modality, explains if explain else None)
+        rrf = strat.rrf if isinstance(strat, Hybrid) else self.rrf
+        result.hits = self._hydrate(ranked, rows, per_modality, explains if explain else None, rrf)
         result.timings_ms["hydrate"] = (time.perf_counter() - t) * 1000
         result.timings_ms["total"] = (time.perf_counter() - t0) * 1000
         return result
@@ -524,7 +571,7 @@ class Retriever:
     ) -> list[Hit]:
         """Turn (rowid, score) into hits with per-modality ranks; rows gone since are dropped."""
         rows = self.store.chunks_by_rowids([r for r, _ in ranked])
-        return self._hydrate(ranked, rows, lists, None)
+        return self._hydrate(ranked, rows, lists, None, self.rrf)
 
     def _hydrate(
         self,
@@ -532,6 +579,7 @@ class Retriever:
         rows: dict[int, ChunkRow],
         lists: dict[str, list[tuple[int, float]]],
         explains: dict[int, dict[str, Any]] | None,
+        rrf: RrfConfig,
     ) -> list[Hit]:
         texts = self.store.texts_by_rowids([r for r, _ in ranked])
         positions: dict[str, dict[int, tuple[int, float]]] = {}
@@ -554,7 +602,7 @@ class Retriever:
                 info = dict(explains.get(rowid, {}))
                 if len(lists) > 1:
                     info["rrf"] = {
-                        name: self.rrf.weights.get(name, 1.0) / (self.rrf.k + rank)
+                        name: rrf.weights.get(name, 1.0) / (rrf.k + rank)
                         for name, rank in hit.ranks.items()
                     }
                 hit.explain = info

@@ -1,0 +1,191 @@
+"""``ragloom eval`` and ``ragloom eval-data``: click commands registered by :mod:`ragloom.cli`.
+
+They are standalone command objects so ``cli.py`` only has to ``cli.add_command(...)`` them;
+helpers from ``ragloom.cli`` are imported inside the functions to avoid an import cycle.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ragloom.eval.datasets import DEFAULT_MAX_QUERIES, DEFAULT_PACKAGES
+from ragloom.eval.runner import DEFAULT_STRATEGIES
+
+__all__ = ["eval_cmd", "eval_data_cmd"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _errors(fn: F) -> F:
+    """Apply ``ragloom.cli._handle_errors`` (one stderr line, exit code by class) at call time."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ragloom.cli import _handle_errors
+
+        return _handle_errors(fn)(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _print_table(report: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ragloom.eval.report import summary_table
+
+    header, rows = summary_table(report)
+    table = Table(title=f"ragloom eval: {report.dataset_size} queries, top_k={report.top_k}")
+    for i, h in enumerate(header):
+        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    console = Console()
+    console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}", style="yellow", highlight=False)
+
+
+@click.command("eval")
+@click.option(
+    "--dataset",
+    "dataset_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="JSON Lines dataset: {id, query, gold_files, gold_symbols?} per line.",
+)
+@click.option(
+    "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
+)
+@click.option(
+    "--strategy",
+    "strategies",
+    multiple=True,
+    help=f"Strategy to evaluate (repeatable) [{', '.join(DEFAULT_STRATEGIES)}].",
+)
+@click.option("-k", "--top-k", type=int, default=20, show_default=True, help="Hits per query.")
+@click.option(
+    "--runs-out",
+    type=click.Path(path_type=Path),
+    help="Write one JSON line per query and strategy: id, strategy, files, hits.",
+)
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(path_type=Path),
+    help="Write summary.md, report.html and chart PNGs to this folder.",
+)
+@click.option("--no-assembly", is_flag=True, help="Skip assembly coverage (faster).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@_errors
+def eval_cmd(
+    dataset_path: Path,
+    index_dir: Path | None,
+    strategies: tuple[str, ...],
+    top_k: int,
+    runs_out: Path | None,
+    report_dir: Path | None,
+    no_assembly: bool,
+    as_json: bool,
+    no_progress: bool,
+) -> None:
+    """Score retrieval on a dataset, every strategy side by side."""
+    from ragloom.cli import _echo_json, _open_for_read, _progress
+    from ragloom.errors import ConfigError
+    from ragloom.eval.dataset import load_dataset
+    from ragloom.eval.report import write_report
+    from ragloom.eval.runner import ASSEMBLY_BUDGETS, run_eval, write_runs
+
+    dataset = load_dataset(dataset_path)
+    idx = _open_for_read(str(index_dir) if index_dir else None)
+    names = [s.strip().lower() for s in strategies] or list(DEFAULT_STRATEGIES)
+    show = not no_progress and sys.stderr.isatty()
+    try:
+        with _progress(show) as progress:
+            report = run_eval(
+                idx,
+                dataset,
+                names,
+                top_k=top_k,
+                progress=progress,
+                assembly_budgets=() if no_assembly else ASSEMBLY_BUDGETS,
+            )
+    finally:
+        idx.close()
+    if not any(s.available for s in report.summaries.values()):
+        raise ConfigError("no strategy could be evaluated: " + "; ".join(report.notes))
+    if runs_out is not None:
+        write_runs(report, runs_out)
+    files = None
+    if report_dir is not None:
+        args = sys.argv[1:]
+        command = "ragloom " + " ".join(args) if args else None
+        files = write_report(report, report_dir, command=command)
+    if as_json:
+        out = report.to_dict()
+        if files is not None:
+            out["report"] = {"markdown": str(files.markdown), "html": str(files.html)}
+        _echo_json(out)
+        return
+    _print_table(report)
+    if files is not None:
+        click.echo(f"report: {files.html}")
+        if files.charts_note:
+            click.echo(files.charts_note, err=True)
+    if runs_out is not None:
+        click.echo(f"runs: {runs_out}")
+
+
+@click.command("eval-data")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Output folder: corpus/, docstring.jsonl, identifier.jsonl.",
+)
+@click.option(
+    "--max-queries",
+    type=int,
+    default=DEFAULT_MAX_QUERIES,
+    show_default=True,
+    help="Cap per dataset (seeded sample).",
+)
+@click.option(
+    "--packages",
+    default=",".join(DEFAULT_PACKAGES),
+    show_default=True,
+    help="Comma-separated stdlib packages or modules to use.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print counts and paths as JSON.")
+@_errors
+def eval_data_cmd(out_dir: Path, max_queries: int, packages: str, as_json: bool) -> None:
+    """Build the docstring-to-code and identifier datasets from the standard library."""
+    from ragloom.cli import _echo_json
+    from ragloom.eval.datasets import build_datasets
+
+    pkgs = [p.strip() for p in packages.split(",") if p.strip()]
+    built = build_datasets(out_dir, pkgs, max_queries)
+    if as_json:
+        _echo_json(built.to_dict())
+        return
+    click.echo(
+        f"corpus {built.corpus_dir}: {built.files} files, docstrings removed; "
+        f"{len(built.docstring)} docstring queries -> {built.docstring_path}; "
+        f"{len(built.identifier)} identifier queries -> {built.identifier_path}"
+    )
+    if built.skipped_files:
+        click.echo(f"{len(built.skipped_files)} files did not parse and give no query", err=True)
+    click.echo("next:")
+    click.echo(f"  ragloom index {built.corpus_dir}")
+    click.echo(
+        f"  ragloom eval --dataset {built.docstring_path} "
+        f"--index-dir {built.corpus_dir / '.ragloom'} --report {Path(out_dir) / 'report'}"
+    )

@@ -406,18 +406,33 @@ class Store:
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def vectors_for_rowids(self, model_id: str, rowids: Sequence[int], dim: int) -> np.ndarray:
-        """Embeddings of the given chunk rowids, in order (zeros where missing)."""
+        """Embeddings of the given chunk rowids, in order (zeros where missing).
+
+        Two indexed lookups (rowid -> node hash, then (model, hash) -> vector): a single join
+        lets SQLite scan the whole embeddings table (measured 200 ms for 50 rows at 5k chunks).
+        """
         out = np.zeros((len(rowids), dim), dtype=np.float32)
-        pos = {int(r): i for i, r in enumerate(rowids)}
         for start in range(0, len(rowids), 900):
             part = [int(r) for r in rowids[start : start + 900]]
             marks = ",".join("?" * len(part))
-            for rowid, blob in self._db.execute(
-                f"SELECT c.rowid, e.vector FROM chunks c JOIN embeddings e "
-                f"ON e.model_id=? AND e.node_hash=c.node_hash WHERE c.rowid IN ({marks})",
-                [model_id, *part],
+            hashes: dict[str, list[int]] = {}
+            for rowid, node_hash in self._db.execute(
+                f"SELECT rowid, node_hash FROM chunks WHERE rowid IN ({marks})", part
             ):
-                out[pos[int(rowid)]] = np.frombuffer(blob, dtype=np.float32)
+                hashes.setdefault(str(node_hash), []).append(int(rowid))
+            if not hashes:
+                continue
+            pos = {r: start + i for i, r in enumerate(part)}
+            keys = list(hashes)
+            hmarks = ",".join("?" * len(keys))
+            for node_hash, blob in self._db.execute(
+                f"SELECT node_hash, vector FROM embeddings WHERE model_id=? "
+                f"AND node_hash IN ({hmarks})",
+                [model_id, *keys],
+            ):
+                vec = np.frombuffer(blob, dtype=np.float32)
+                for rowid in hashes[str(node_hash)]:
+                    out[pos[rowid]] = vec
         return out
 
     def embedding_count(self, model_id: str) -> int:

@@ -8,6 +8,7 @@ one-file edit (median of 5). Results are returned as a dict and rendered as Mark
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import resource
@@ -49,9 +50,10 @@ STRATEGIES: tuple[str, ...] = ("sparse", "dense", "hybrid", "hybrid-mmr")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in [0, 100]) of a non-empty sample."""
+    """Nearest-rank percentile (q in [0, 100]) of a non-empty sample: the ceil(q/100 * n)-th
+    smallest value (p95 of 100 values is the 95th)."""
     ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered) - 1e-9)))
     return ordered[rank - 1]
 
 

@@ -402,10 +402,12 @@ def context_cmd(
 
 
 def _register_plugins() -> None:
+    from ragloom.bench_suite import bench_scale_cmd
     from ragloom.eval.cli_eval import eval_cmd, eval_data_cmd
 
     cli.add_command(eval_cmd)
     cli.add_command(eval_data_cmd)
+    cli.add_command(bench_scale_cmd)
 
 
 _register_plugins()

@@ -38,6 +38,7 @@ import click
 import numpy as np
 
 from ragloom.bench import SAMPLE_QUERIES, STRATEGIES, machine
+from ragloom.embed.document import embedding_key
 
 __all__ = [
     "CONCURRENT_QUERIES",
@@ -371,7 +372,7 @@ def load_corpus(
         for start in range(0, len(rowids) if with_vectors else 0, EMBED_BATCH):
             part = rowids[start : start + EMBED_BATCH]
             vecs[start : start + len(part)] = store.vectors_for_rowids(
-                manifest.embedding_model, part, manifest.embedding_dim
+                embedding_key(manifest.embedding_model), part, manifest.embedding_dim
             )
         return ChunkCorpus(
             rowids=rowids,

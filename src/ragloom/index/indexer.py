@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragloom.embed.document import embedding_key
 from ragloom.index.bm25 import TantivyBm25, bm25_document
 from ragloom.index.store import Store
 from ragloom.index.vectors import HnswVectors
@@ -234,7 +235,7 @@ def update_index(
         finally:
             t5 = time.perf_counter()
             stats.timings["embed"] = t5 - t4
-            sync_vectors(store, vectors, embedder.model_id, progress)
+            sync_vectors(store, vectors, embedding_key(embedder.model_id), progress)
             stats.timings["vectors"] = time.perf_counter() - t5
         stats.embeddings_pending = stats.chunks_total - vectors.count()
     stats.seconds = time.perf_counter() - t0
@@ -243,7 +244,8 @@ def update_index(
 
 def embed_missing(store: Store, embedder: Embedder, progress: ProgressFn = _no_progress) -> int:
     """Embed every chunk text that has no embedding for this model; resumable."""
-    missing = store.missing_embeddings(embedder.model_id)
+    key = embedding_key(embedder.model_id)
+    missing = store.missing_embeddings(key)
     if not missing:
         return 0
     # Length-sorted batches: padding waste is what makes transformer batches slow.
@@ -254,7 +256,7 @@ def embed_missing(store: Store, embedder: Embedder, progress: ProgressFn = _no_p
     for start in range(0, total, EMBED_COMMIT_BATCH):
         part = missing[start : start + EMBED_COMMIT_BATCH]
         vecs = embedder.embed_documents([t for _, t in part])
-        store.put_embeddings(embedder.model_id, ((h, vecs[i]) for i, (h, _) in enumerate(part)))
+        store.put_embeddings(key, ((h, vecs[i]) for i, (h, _) in enumerate(part)))
         done += len(part)
         progress("embed", done, total)
     return total

@@ -380,14 +380,20 @@ class Store:
 
     # -- embeddings ---------------------------------------------------------------------
     def missing_embeddings(self, model_id: str) -> list[tuple[str, str]]:
-        """(node_hash, text) of chunks with no embedding for ``model_id``, one per hash."""
+        """(node_hash, embedding text) of chunks with no embedding for ``model_id``, one per
+        hash; the text is :func:`ragloom.embed.document.embedding_text` of the chunk with the
+        smallest rowid among those sharing the hash (deterministic)."""
+        from ragloom.embed.document import embedding_text
+
         rows = self._db.execute(
-            "SELECT c.node_hash, min(c.text) FROM chunks c "
+            "SELECT c.node_hash, min(c.rowid), c.path, c.kind, c.symbol, c.text FROM chunks c "
             "LEFT JOIN embeddings e ON e.model_id=? AND e.node_hash=c.node_hash "
             "WHERE e.node_hash IS NULL GROUP BY c.node_hash",
             (model_id,),
         ).fetchall()
-        return [(str(r[0]), str(r[1])) for r in rows]
+        return [
+            (str(r[0]), embedding_text(str(r[2]), str(r[3]), str(r[4]), str(r[5]))) for r in rows
+        ]
 
     def put_embeddings(self, model_id: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
         with self.transaction() as conn:

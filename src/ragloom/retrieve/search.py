@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from opentelemetry import context as otel_context
 
+from ragloom.embed.document import embedding_key
 from ragloom.errors import ConfigError
 from ragloom.index.bm25 import TantivyBm25
 from ragloom.index.store import ChunkRow, Store
@@ -110,10 +111,10 @@ SYNONYM_TERM_WEIGHT = 0.3
 JOINED_TERM_WEIGHT = 0.5
 """BM25 weight of an identifier joined from the user's words, ``parse header`` ->
 ``parse_header`` (docs/ranking.md, Tuning)."""
-PROSE_RRF = RrfConfig(k=10.0, weight_bm25=1.0, weight_dense=1.0)
+PROSE_RRF = RrfConfig(k=10.0, weight_bm25=0.75, weight_dense=1.0)
 """RRF of the default strategy for prose questions (docs/ranking.md, Tuning: k=10 beat the
-seed's k=60 on both datasets; equal weights were best on the docstring dataset)."""
-KEYWORD_RRF = RrfConfig(k=10.0, weight_bm25=16.0, weight_dense=1.0)
+seed's k=60 on both datasets; BM25 at 0.75 was best on the docstring dataset)."""
+KEYWORD_RRF = RrfConfig(k=10.0, weight_bm25=3.0, weight_dense=1.0)
 """RRF of the default strategy for keyword queries (``query_style``): BM25 leads, dense breaks
 near ties (docs/ranking.md, Tuning)."""
 MAX_MISSING_ENTITY_IDS = 3
@@ -543,7 +544,7 @@ class Retriever:
         vecs: dict[int, np.ndarray] = {}
         if emb is not None:
             ids = [r for r, _ in pool]
-            mat = self.store.vectors_for_rowids(emb.model_id, ids, emb.dim)
+            mat = self.store.vectors_for_rowids(embedding_key(emb.model_id), ids, emb.dim)
             vecs = {r: mat[i] for i, r in enumerate(ids) if float(np.abs(mat[i]).sum()) > 0.0}
         rel = normalize_scores(pool)
         picks = mmr_select_explain(rel, top_k, vecs, cfg)
@@ -565,7 +566,7 @@ class Retriever:
             return {}
         rows = self.store.chunks_by_ids([h.id for h in hits])
         rowids = [rows[h.id].rowid for h in hits if h.id in rows]
-        vecs = self.store.vectors_for_rowids(emb.model_id, rowids, emb.dim)
+        vecs = self.store.vectors_for_rowids(embedding_key(emb.model_id), rowids, emb.dim)
         by_rowid = {r.rowid: r.id for r in rows.values()}
         return {
             by_rowid[rowid]: vecs[i]

@@ -36,6 +36,7 @@ from typing import Any, Final, TypeVar, cast
 
 import numpy as np
 
+from ragloom.embed.document import embedding_key
 from ragloom.errors import ConfigError, DbError, RagError, SearchError
 from ragloom.index.bm25 import TantivyBm25
 from ragloom.retrieve.config import (
@@ -189,7 +190,9 @@ class IndexDense:
         emb = retriever.embedder
         if emb is None or not rowids:
             return {}
-        vecs = retriever.store.vectors_for_rowids(emb.model_id, list(rowids), emb.dim)
+        vecs = retriever.store.vectors_for_rowids(
+            embedding_key(emb.model_id), list(rowids), emb.dim
+        )
         return {int(r): vecs[i] for i, r in enumerate(rowids) if float(np.abs(vecs[i]).sum()) > 0}
 
 

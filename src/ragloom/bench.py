@@ -221,3 +221,61 @@ def render_markdown(results: dict[str, object], command: str) -> str:
             lines.append(str(section))
         lines.append("")
     return "\n".join(lines)
+
+
+_WARM_START_SCRIPT = """
+import sys, time, json
+from pathlib import Path
+from ragloom.service.bm25_actor import Bm25Actor
+from ragloom.service.rag import RagService, SyncRagService
+mode, index_dir, snap = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+if mode == "rebuild":
+    svc = SyncRagService.for_index(index_dir)
+    t = time.perf_counter(); status = svc.bm25_rebuild(wait_timeout_s=600)
+    ready = (time.perf_counter() - t) * 1000
+    svc.bm25_save(snap)
+else:
+    svc = SyncRagService(lambda: RagService(Bm25Actor(None)))
+    t = time.perf_counter(); svc.bm25_load(snap, timeout_ms=60000)
+    ready = (time.perf_counter() - t) * 1000
+    status = svc.bm25_status()
+t = time.perf_counter(); hits = svc.search_bm25_strict("parse http headers", 10)
+first = (time.perf_counter() - t) * 1000
+svc.close()
+print(json.dumps({"ready_ms": ready, "first_search_ms": first, "status": str(status),
+                  "hits": len(hits)}))
+"""
+
+
+def bench_bm25_warm_start(index_dir: Path, *, repeats: int = 3) -> dict[str, object]:
+    """BM25 warm start: Rebuild from the store vs Load of a snapshot, each in a fresh process
+    (issue 5); medians of ``repeats`` runs, plus the snapshot size."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        snap = Path(tmp) / "bm25.snapshot"
+        runs: dict[str, list[dict[str, float]]] = {"rebuild": [], "load": []}
+        for _ in range(repeats):
+            for mode in ("rebuild", "load"):
+                out = subprocess.run(
+                    [sys.executable, "-c", _WARM_START_SCRIPT, mode, str(index_dir), str(snap)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
+                runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
+        size = snap.stat().st_size
+    return {
+        "rebuild_ready_ms_median": round(
+            statistics.median(r["ready_ms"] for r in runs["rebuild"]), 1
+        ),
+        "load_ready_ms_median": round(statistics.median(r["ready_ms"] for r in runs["load"]), 1),
+        "first_search_after_load_ms": round(
+            statistics.median(r["first_search_ms"] for r in runs["load"]), 2
+        ),
+        "snapshot_mb": round(size / 1e6, 1),
+        "runs": repeats,
+    }

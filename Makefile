@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ragloom-installed
 DEMO_PATH ?= .
-DEMO_QUERY ?= how does incremental indexing decide which chunks to re-embed?
+DEMO_QUERY ?= $(shell cat scripts/demo-query.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 .PHONY: demo test lint unit bench eval eval-data clean model

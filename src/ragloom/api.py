@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragloom.embed.document import embedding_key
 from ragloom.errors import (
     DbError,
     IncompatibleIndexError,
@@ -351,7 +352,12 @@ class Index:
         bm25_status = str(bm25_state.get("live_status", "uninitialized"))
         live_docs = bm25_state.get("live_docs", 0)
         bm25_docs = live_docs if isinstance(live_docs, int) else 0
-        vectors = HnswVectors(self.index_dir / "vectors", manifest.embedding_dim).count()
+        vec_dir = self.index_dir / "vectors"
+        vectors = HnswVectors(vec_dir, manifest.embedding_dim).count()
+        # vectors made under another embedding key (model or text format) are not ready
+        vectors_current = vectors == 0 or HnswVectors.stored_key(vec_dir) == embedding_key(
+            manifest.embedding_model
+        )
         stale: dict[str, list[str]] = {}
         stale_count: int | None = None
         if freshness:
@@ -371,7 +377,7 @@ class Index:
             bm25_status=bm25_status,
             bm25_docs=bm25_docs,
             vectors=vectors,
-            vectors_ready=vectors >= chunks,
+            vectors_ready=vectors >= chunks and vectors_current,
             stale_files=stale_count,
             stale=stale,
             disk_bytes=_dir_size(self.index_dir),

@@ -149,3 +149,22 @@ def test_search_before_vectors_is_partial(tmp_path: Path) -> None:
     assert proc.returncode == 0 and json.loads(proc.stdout)
     assert "embeddings incomplete" in proc.stderr
     shutil.rmtree(root / ".ragloom")
+
+
+def test_vectors_rebuilt_when_the_embedding_key_changes(tmp_path: Path) -> None:
+    """Vectors made under another model or embedding-text format are never mixed in: the
+    HNSW index is rebuilt from the store when its recorded key differs."""
+    root = copy_stdlib_packages(tmp_path / "r", ["textwrap"])
+    with ragloom.open(root, embedder="hashing") as idx:
+        idx.index()
+    state = root / ".ragloom" / "vectors" / "state.json"
+    data = json.loads(state.read_text())
+    assert data["key"].endswith("+ctx1")
+    data["key"] = "some-old-format"
+    state.write_text(json.dumps(data))
+    with ragloom.open(root, embedder="hashing") as idx:
+        assert not idx.status(freshness=False).vectors_ready
+        idx.index()
+        st = idx.status(freshness=False)
+        assert st.vectors_ready and st.vectors == st.chunks
+    assert json.loads(state.read_text())["key"].endswith("+ctx1")

@@ -19,6 +19,7 @@ Steps 4 and 6 are idempotent set differences, so they also repair a run killed h
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -229,13 +230,19 @@ def update_index(
     if embedder is not None:
         stats.model = embedder.model_id
         vec_dir = index_dir / "vectors"
-        vectors = HnswVectors(vec_dir, embedder.dim)
+        key = embedding_key(embedder.model_id)
+        if vec_dir.exists() and HnswVectors.stored_key(vec_dir) != key:
+            # Vectors made under another model or embedding-text format: rowids alone cannot
+            # tell them apart, so the HNSW index is rebuilt from the store's cache.
+            log.info("vector index made under another embedding key, rebuilding")
+            shutil.rmtree(vec_dir)
+        vectors = HnswVectors(vec_dir, embedder.dim, key)
         try:
             stats.chunks_embedded = embed_missing(store, embedder, progress)
         finally:
             t5 = time.perf_counter()
             stats.timings["embed"] = t5 - t4
-            sync_vectors(store, vectors, embedding_key(embedder.model_id), progress)
+            sync_vectors(store, vectors, key, progress)
             stats.timings["vectors"] = time.perf_counter() - t5
         stats.embeddings_pending = stats.chunks_total - vectors.count()
     stats.seconds = time.perf_counter() - t0

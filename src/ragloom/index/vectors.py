@@ -12,6 +12,7 @@ in line with the store by a set difference after a crash.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -37,11 +38,13 @@ _INITIAL_CAPACITY = 1024
 class HnswVectors:
     """An hnswlib cosine index over L2-normalised vectors, labelled by chunk rowid."""
 
-    def __init__(self, directory: Path, dim: int) -> None:
+    def __init__(self, directory: Path, dim: int, key: str | None = None) -> None:
         import hnswlib
 
         self.directory = directory
         self.dim = dim
+        self.key = key
+        """Embedding storage key the vectors were made under (``embedding_key``)."""
         self._hnswlib: Any = hnswlib
         self._index: Any = None
         rowids = load_npy(directory / "rowids.npy")
@@ -59,6 +62,16 @@ class HnswVectors:
 
     def rowids(self) -> np.ndarray:
         return self._rowids
+
+    @staticmethod
+    def stored_key(directory: Path) -> str | None:
+        """The embedding key recorded by the last save in ``directory`` (None if unknown)."""
+        try:
+            state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        key = state.get("key") if isinstance(state, dict) else None
+        return key if isinstance(key, str) else None
 
     def count(self) -> int:
         return len(self._rowids)
@@ -115,5 +128,6 @@ class HnswVectors:
                 os.unlink(tmp)
         atomic_save_npy(self.directory / "rowids.npy", self._rowids)
         atomic_write_json(
-            self.directory / "state.json", {"dim": self.dim, "count": len(self._rowids)}
+            self.directory / "state.json",
+            {"dim": self.dim, "count": len(self._rowids), "key": self.key},
         )

@@ -324,7 +324,9 @@ class Index:
         tc = get_counter(counter) if isinstance(counter, str) else counter
         result = self.search(query, top_k=top_k, strategy=strategy)
         retriever = self.retriever
-        embeddings = retriever.embeddings_for_hits(result.hits)
+        embeddings = result.embeddings
+        if len(embeddings) < len(result.hits):
+            embeddings = retriever.embeddings_for_hits(result.hits)
         if policy is None:
             policy = AssemblyPolicy(format=format, include_scores=include_scores)
         with retriever.telemetry.span("assembly", {"hits": len(result.hits)}) as span:

@@ -86,7 +86,10 @@ class FetchReport:
 def split_lines(data: bytes) -> list[str]:
     """Split file bytes into lines numbered like the chunker (``\\n`` separated, ``\\r`` cut)."""
     text = data.decode("utf-8", errors="replace")
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    lines = text.split("\n")
+    if "\r" not in text:  # the common case: no per-line work
+        return lines
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
 def safe_path(root_real: Path, rel: str) -> Path | None:

@@ -173,6 +173,9 @@ class SearchResult:
     vectors_complete: bool = True
     fallback_used: bool = False
     query: dict[str, object] = field(default_factory=dict)
+    embeddings: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    """Stored vectors of the hits by chunk id, when a stage already read them (MMR); context
+    assembly reuses them for near-duplicate detection instead of reading them again."""
 
 
 @dataclass(slots=True)
@@ -448,15 +451,22 @@ class Retriever:
                 ranked = self._rerank(self.reranker, pq.dense_text, ranked[:depth], rows)
         result.timings_ms["boosts"] = (time.perf_counter() - t) * 1000
 
+        pool_vecs: dict[int, np.ndarray] = {}
         if isinstance(strat, Hybrid) and strat.mmr is not None and ranked:
             t = time.perf_counter()
             with self.telemetry.span("mmr", {"mmr_lambda": strat.mmr.lambda_}):
-                ranked = self._mmr(ranked, top_k, strat.mmr, explains if explain else None)
+                ranked, pool_vecs = self._mmr(
+                    ranked, top_k, strat.mmr, explains if explain else None
+                )
             result.timings_ms["mmr"] = (time.perf_counter() - t) * 1000
         ranked = ranked[:top_k]
         t = time.perf_counter()
         rrf = strat.rrf if isinstance(strat, Hybrid) else self.rrf
         result.hits = self._hydrate(ranked, rows, per_modality, explains if explain else None, rrf)
+        if pool_vecs:
+            result.embeddings = {
+                rows[r].id: pool_vecs[r] for r, _ in ranked if r in pool_vecs and r in rows
+            }
         result.timings_ms["hydrate"] = (time.perf_counter() - t) * 1000
         result.timings_ms["total"] = (time.perf_counter() - t0) * 1000
         return result
@@ -538,7 +548,8 @@ class Retriever:
         top_k: int,
         cfg: MmrConfig,
         explains: dict[int, dict[str, Any]] | None,
-    ) -> list[tuple[int, float]]:
+    ) -> tuple[list[tuple[int, float]], dict[int, np.ndarray]]:
+        """MMR over the pool; also returns the pool's vectors by rowid."""
         pool = ranked[: cfg.candidate_pool]
         emb = self.embedder
         vecs: dict[int, np.ndarray] = {}
@@ -556,7 +567,7 @@ class Retriever:
                     "objective": p.mmr_score,
                     "max_sim": p.max_sim,
                 }
-        return [(p.id, original[p.id]) for p in picks]
+        return [(p.id, original[p.id]) for p in picks], vecs
 
     # -- hits ---------------------------------------------------------------------------
     def embeddings_for_hits(self, hits: Sequence[Hit]) -> dict[str, np.ndarray]:

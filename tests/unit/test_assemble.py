@@ -622,3 +622,39 @@ def test_bench_assembly_runs_and_meets_seed_target() -> None:
     assert 0 < out["p50_ms"] <= out["p95_ms"]
     # seed target (ploke section 6) is p50 <= 30 ms; 2x headroom for the shared 2-core machine
     assert out["p50_ms"] <= 60.0
+
+
+def test_module_hit_shows_its_header_not_the_whole_file(tmp_path: Path) -> None:
+    """A module (remainder) chunk spans the file; assembly shows its first contiguous block."""
+    from ragloom.assemble.snippets import fetch_snippets
+    from ragloom.ingest.chunker import chunk_file
+    from ragloom.ingest.ids import file_hash
+
+    src = (
+        '"""Tools."""\nimport os\n\nLIMIT = 3\n\n\n'
+        "def big(x):\n" + "".join(f"    y{i} = x + {i}\n" for i in range(30)) + "    return x\n"
+        "\n\nTAIL = 1\n"
+    )
+    (tmp_path / "tools.py").write_text(src)
+    data = src.encode()
+    chunks = chunk_file("tools.py", data, file_hash(data))
+    module = next(c for c in chunks if c.kind == "module")
+    assert module.end_line > 30  # the remainder chunk spans the whole file
+    hit = Hit(
+        id=module.id,
+        path="tools.py",
+        start_line=module.start_line,
+        end_line=module.end_line,
+        kind="module",
+        symbol=module.symbol,
+        language="python",
+        score=1.0,
+        text=module.text,
+        node_hash=module.node_hash,
+        file_hash=module.file_hash,
+        start_byte=module.start_byte,
+        end_byte=module.end_byte,
+    )
+    snippets, _, _ = fetch_snippets([hit], tmp_path)
+    assert snippets[0].start_line == 1
+    assert snippets[0].end_line < 7  # stops before `def big`

@@ -153,9 +153,8 @@ def fetch_snippets(
         data, fhash = state
         lines = files[hit.path]
         if _is_fresh(hit, data, fhash, len(lines)):
-            out.append(
-                Snippet(hit, hit.start_line, hit.end_line, hit.node_hash or _span_hash(hit, lines))
-            )
+            end = _remainder_end(hit.kind, hit.start_line, hit.end_line, hit.text, lines)
+            out.append(Snippet(hit, hit.start_line, end, hit.node_hash or _span_hash(hit, lines)))
             continue
         if hit.path not in chunks_by_path:
             try:
@@ -169,8 +168,29 @@ def fetch_snippets(
             report.stale_dropped += 1
             continue
         report.stale_reresolved += 1
-        out.append(Snippet(hit, chunk.start_line, chunk.end_line, text_hash(chunk.text), True))
+        end = _remainder_end(hit.kind, chunk.start_line, chunk.end_line, chunk.text, lines)
+        out.append(Snippet(hit, chunk.start_line, end, text_hash(chunk.text), True))
     return out, files, report
+
+
+def _remainder_end(kind: str, start: int, end: int, text: str, lines: list[str]) -> int:
+    """Last line to show for a hit.
+
+    A ``module`` chunk spans its whole file but holds only the code between the symbols
+    (docstring, imports, constants, top-level statements). Its span read from disk would bring
+    every function with it, so it is cut to its first contiguous block: the lines at the start
+    of its span that its text repeats verbatim (the module header). Other chunks keep their
+    span; so does a module chunk whose text is unknown or starts elsewhere.
+    """
+    if kind != "module" or not text:
+        return end
+    n = 0
+    for i, chunk_line in enumerate(text.split("\n")):
+        line_no = start + i
+        if line_no > end or line_no > len(lines) or lines[line_no - 1] != chunk_line.rstrip("\r"):
+            break
+        n += 1
+    return start + n - 1 if n else end
 
 
 def _missing_inside(root_real: Path, rel: str) -> bool:

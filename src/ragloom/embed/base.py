@@ -80,6 +80,17 @@ def check_batch_size(batch_size: int) -> None:
         raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
+def check_texts(texts: Sequence[str], batch_size: int) -> int:
+    """Validate ``embed_documents`` arguments; return the number of texts.
+
+    A single string is refused (it would be embedded character by character).
+    """
+    check_batch_size(batch_size)
+    if isinstance(texts, str):
+        raise ConfigError("embed_documents takes a sequence of texts, not one string")
+    return len(texts)
+
+
 # ---------------------------------------------------------------------------------------------
 # HashingEmbedder
 

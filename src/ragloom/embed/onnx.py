@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragloom.embed.base import DEFAULT_BATCH_SIZE, ProgressCallback, check_batch_size
+from ragloom.embed.base import DEFAULT_BATCH_SIZE, ProgressCallback, check_texts
 from ragloom.errors import ConfigError, EmbeddingError
 
 if TYPE_CHECKING:
@@ -317,10 +317,7 @@ class OnnxEmbedder:
         """Embed texts in length-sorted batches; see :meth:`Embedder.embed_documents`."""
         import numpy as np
 
-        check_batch_size(batch_size)
-        if isinstance(texts, str):
-            raise ConfigError("embed_documents takes a sequence of texts, not one string")
-        n = len(texts)
+        n = check_texts(texts, batch_size)
         if n == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         token_ids = self.tokenize(texts)

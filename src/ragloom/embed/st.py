@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragloom.embed.base import DEFAULT_BATCH_SIZE, ProgressCallback, check_batch_size
+from ragloom.embed.base import DEFAULT_BATCH_SIZE, ProgressCallback, check_texts
 from ragloom.errors import ConfigError, EmbeddingError
 
 if TYPE_CHECKING:
@@ -139,10 +139,7 @@ class SentenceTransformerEmbedder:
         """Embed with ``SentenceTransformer.encode`` in length-sorted batches, normalised."""
         import numpy as np
 
-        check_batch_size(batch_size)
-        if isinstance(texts, str):
-            raise ConfigError("embed_documents takes a sequence of texts, not one string")
-        n = len(texts)
+        n = check_texts(texts, batch_size)
         if n == 0:
             return np.zeros((0, self._dim), dtype=np.float32)
         # Sort by length globally (encode() only sorts within one call), batch, restore order.

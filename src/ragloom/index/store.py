@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,6 +71,9 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     """,
 )
+
+_IN_BATCH = 900
+"""Values per ``IN (...)`` query."""
 
 _CHUNK_COLS = (
     "rowid, id, path, symbol, kind, language, source, parent_id, start_byte, end_byte, "
@@ -223,38 +227,26 @@ class Store:
         ).fetchall()
         return [_row_to_chunk(r) for r in rows]
 
-    def chunks_by_rowids(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
-        out: dict[int, ChunkRow] = {}
-        for start in range(0, len(rowids), 900):
-            part = list(rowids[start : start + 900])
+    def _select_in(
+        self, columns: str, key: str, values: Sequence[int] | Sequence[str]
+    ) -> Iterator[Sequence[Any]]:
+        """Rows of ``SELECT columns FROM chunks WHERE key IN values``, 900 values per query
+        (below SQLite's 999 bound-parameter limit of older builds)."""
+        for start in range(0, len(values), _IN_BATCH):
+            part = list(values[start : start + _IN_BATCH])
             marks = ",".join("?" * len(part))
-            for r in self._db.execute(
-                f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({marks})", part
-            ):
-                out[int(r[0])] = _row_to_chunk(r)
-        return out
+            yield from self._db.execute(
+                f"SELECT {columns} FROM chunks WHERE {key} IN ({marks})", part
+            )
+
+    def chunks_by_rowids(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
+        return {int(r[0]): _row_to_chunk(r) for r in self._select_in(_CHUNK_COLS, "rowid", rowids)}
 
     def chunks_by_ids(self, ids: Sequence[str]) -> dict[str, ChunkRow]:
-        out: dict[str, ChunkRow] = {}
-        for start in range(0, len(ids), 900):
-            part = list(ids[start : start + 900])
-            marks = ",".join("?" * len(part))
-            for r in self._db.execute(
-                f"SELECT {_CHUNK_COLS} FROM chunks WHERE id IN ({marks})", part
-            ):
-                out[str(r[1])] = _row_to_chunk(r)
-        return out
+        return {str(r[1]): _row_to_chunk(r) for r in self._select_in(_CHUNK_COLS, "id", ids)}
 
     def texts_by_rowids(self, rowids: Sequence[int]) -> dict[int, str]:
-        out: dict[int, str] = {}
-        for start in range(0, len(rowids), 900):
-            part = list(rowids[start : start + 900])
-            marks = ",".join("?" * len(part))
-            for r in self._db.execute(
-                f"SELECT rowid, text FROM chunks WHERE rowid IN ({marks})", part
-            ):
-                out[int(r[0])] = str(r[1])
-        return out
+        return {int(r[0]): str(r[1]) for r in self._select_in("rowid, text", "rowid", rowids)}
 
     def iter_chunk_texts(self, batch: int = 2000) -> Iterator[list[tuple[int, str, str]]]:
         """Yield batches of (rowid, text, symbol + path) over all chunks, rowid order."""

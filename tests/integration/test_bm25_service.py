@@ -222,3 +222,17 @@ def test_empty_repository_rebuilds_to_empty(tmp_path: Path) -> None:
                 await svc.search_bm25_strict("anything", 3)
 
     run(go())
+
+
+def test_sync_service_hydrates_hits(index_dir: Path) -> None:
+    from ragloom.service.rag import SyncRagService
+
+    svc = SyncRagService.for_index(index_dir)
+    try:
+        svc.bm25_rebuild()
+        result = svc.hybrid_search("decode a JSON document", 5)
+        hits = svc.hydrate(result.hits)
+        assert hits and hits[0].path.startswith("json/") and hits[0].text
+        assert [h.score for h in hits] == [s for _, s in result.hits][: len(hits)]
+    finally:
+        svc.close()

@@ -70,6 +70,7 @@ from ragloom.telemetry import (
     Telemetry,
     get_telemetry,
 )
+from ragloom.types import Hit
 
 __all__ = [
     "BM25_EMPTY_MESSAGE",
@@ -183,6 +184,12 @@ class IndexDense:
         """Top ``k`` dense hits (empty when the index has no vectors)."""
         hits: Hits = self._retriever().dense(query, k)
         return hits
+
+    def hydrate(self, hits: Hits) -> list[Hit]:
+        """``(rowid, score)`` -> :class:`ragloom.types.Hit` with path, lines, symbol and text;
+        rows deleted since are left out."""
+        out: list[Hit] = self._retriever().hydrate(hits, {})
+        return out
 
     def embeddings(self, rowids: Sequence[int]) -> Mapping[int, np.ndarray]:
         """Stored embeddings of ``rowids`` (rows without one are left out), for MMR."""
@@ -467,6 +474,14 @@ class RagService:
             span.set_attribute("bm25_status", self.actor.current_status.label)
             return nbytes
 
+    def hydrate(self, hits: Hits) -> list[Hit]:
+        """Turn ``(rowid, score)`` hits into :class:`ragloom.types.Hit` records (path, lines,
+        symbol, text); needs a service over an index folder (:meth:`for_index`)."""
+        dense = self.dense
+        if not isinstance(dense, IndexDense):
+            raise ConfigError("hydrate needs a service built with RagService.for_index")
+        return dense.hydrate(hits)
+
     async def bm25_save(
         self, path: str | Path | None = None, *, timeout_ms: float | None = None
     ) -> int:
@@ -655,6 +670,10 @@ class SyncRagService:
     def bm25_rebuild(self, **kw: Any) -> Bm25Status:
         """See :meth:`RagService.bm25_rebuild`."""
         return self._call(self.service.bm25_rebuild(**kw))
+
+    def hydrate(self, hits: Hits) -> list[Hit]:
+        """See :meth:`RagService.hydrate`."""
+        return self.service.hydrate(hits)
 
     def bm25_save(self, path: str | Path | None = None, **kw: Any) -> int:
         """See :meth:`RagService.bm25_save`."""

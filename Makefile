@@ -32,7 +32,9 @@ test: lint unit
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
-	$(VENV)/bin/ragloom bench --out docs/benchmarks.md
+	$(VENV)/bin/ragloom bench --work-dir bench-out --out docs/benchmarks.md
+	$(VENV)/bin/ragloom bench-scale bench-out/cold/.ragloom bench-out/incremental/.ragloom \
+		--peers-on bench-out/incremental/.ragloom --work-dir bench-out/scale --out docs/benchmarks.md
 
 eval: $(STAMP)
 	$(PY) -m pip install -q -e '.[eval]'

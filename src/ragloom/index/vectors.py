@@ -47,6 +47,7 @@ class HnswVectors:
         """Embedding storage key the vectors were made under (``embedding_key``)."""
         self._hnswlib: Any = hnswlib
         self._index: Any = None
+        self._members: set[int] | None = None
         rowids = load_npy(directory / "rowids.npy")
         self._rowids: np.ndarray = rowids if rowids is not None else np.zeros(0, dtype=np.int64)
         path = directory / "vectors.hnsw"
@@ -62,6 +63,25 @@ class HnswVectors:
 
     def rowids(self) -> np.ndarray:
         return self._rowids
+
+    def get(self, rowids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored (unit-length, cosine space) vectors of the rowids the index holds."""
+        if self._index is None or not len(rowids):
+            return {}
+        if self._members is None:
+            self._members = set(self._rowids.tolist())
+        present = [int(r) for r in rowids if int(r) in self._members]
+        if not present:
+            return {}
+        try:
+            mat = np.asarray(self._index.get_items(present, return_type="numpy"), dtype=np.float32)
+        except RuntimeError:  # a label marked deleted: fall back to one at a time
+            out: dict[int, np.ndarray] = {}
+            for r in present:
+                with contextlib.suppress(RuntimeError):
+                    out[r] = np.asarray(self._index.get_items([r], return_type="numpy")[0])
+            return out
+        return {r: mat[i] for i, r in enumerate(present)}
 
     @staticmethod
     def stored_key(directory: Path) -> str | None:
@@ -115,6 +135,7 @@ class HnswVectors:
             )
             have.update(int(r) for r in add_rowids)
         self._rowids = np.array(sorted(have), dtype=np.int64)
+        self._members = None
         self.directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".vectors.", suffix=".tmp")
         os.close(fd)

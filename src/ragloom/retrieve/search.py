@@ -551,10 +551,12 @@ class Retriever:
     ) -> tuple[list[tuple[int, float]], dict[int, np.ndarray]]:
         """MMR over the pool; also returns the pool's vectors by rowid."""
         pool = ranked[: cfg.candidate_pool]
-        emb = self.embedder
-        vecs: dict[int, np.ndarray] = {}
+        ids = [r for r, _ in pool]
+        # The HNSW index holds the pool's vectors in memory (unit length, as cosine needs);
+        # the store is the fallback for an index without vectors loaded.
+        vecs = self.vectors.get(ids) if self.vectors is not None else {}
+        emb = self.embedder if not vecs else None
         if emb is not None:
-            ids = [r for r, _ in pool]
             mat = self.store.vectors_for_rowids(embedding_key(emb.model_id), ids, emb.dim)
             vecs = {r: mat[i] for i, r in enumerate(ids) if float(np.abs(mat[i]).sum()) > 0.0}
         rel = normalize_scores(pool)

@@ -7,7 +7,7 @@ headings; every other detected language (and unknown text) is cut into line wind
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Final
 
@@ -88,6 +88,16 @@ _TS_CONTAINERS: Final[dict[str, ChunkKind]] = {
     "enum_declaration": "enum",
 }
 
+_TS_SPEC = LangSpec(
+    name="typescript",
+    functions=_JS_FUNCTIONS,
+    containers=_TS_CONTAINERS,
+    namespaces=frozenset({"internal_module", "module"}),
+    wrappers=frozenset({"export_statement"}),
+    descend=_JS_DESCEND,
+    comments=frozenset({"comment"}),
+)
+
 CODE_SPECS: Final[dict[str, LangSpec]] = {
     "python": LangSpec(
         name="python",
@@ -121,24 +131,8 @@ CODE_SPECS: Final[dict[str, LangSpec]] = {
         descend=_JS_DESCEND,
         comments=frozenset({"comment"}),
     ),
-    "typescript": LangSpec(
-        name="typescript",
-        functions=_JS_FUNCTIONS,
-        containers=_TS_CONTAINERS,
-        namespaces=frozenset({"internal_module", "module"}),
-        wrappers=frozenset({"export_statement"}),
-        descend=_JS_DESCEND,
-        comments=frozenset({"comment"}),
-    ),
-    "tsx": LangSpec(
-        name="tsx",
-        functions=_JS_FUNCTIONS,
-        containers=_TS_CONTAINERS,
-        namespaces=frozenset({"internal_module", "module"}),
-        wrappers=frozenset({"export_statement"}),
-        descend=_JS_DESCEND,
-        comments=frozenset({"comment"}),
-    ),
+    "typescript": _TS_SPEC,
+    "tsx": replace(_TS_SPEC, name="tsx"),  # TSX is TypeScript's grammar plus JSX
     "go": LangSpec(
         name="go",
         functions=frozenset({"function_declaration", "method_declaration"}),

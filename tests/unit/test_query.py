@@ -337,6 +337,9 @@ def test_process_query_empty_and_filler_only() -> None:
     assert process_query("").steps == ()
     pq = process_query("how is it")
     assert pq.terms == ("how", "is", "it")  # nothing else to search for
+    # filler kept once each, first spelling wins (found by hypothesis: "I:I")
+    assert process_query("I:I").terms == ("I",)
+    assert process_query("it IT is It").terms == ("it", "is")
 
 
 def test_query_config_validation() -> None:

@@ -944,8 +944,11 @@ def _process(
     terms, cands, added = _expand(
         words, text, identifiers=cfg.expand_identifiers, synonyms=cfg.synonyms
     )
-    if not terms:  # only filler words: keep them rather than search for nothing
-        terms = [w.text for w in words]
+    if not terms:  # only filler words: keep them (once each) rather than search for nothing
+        firsts: dict[str, str] = {}
+        for w in words:
+            firsts.setdefault(w.text.lower(), w.text)
+        terms = list(firsts.values())
     subs: tuple[ProcessedQuery, ...] = ()
     if cfg.decompose and top_level:
         steps.append("decompose")

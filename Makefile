@@ -33,8 +33,10 @@ test: lint unit
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
 	$(VENV)/bin/ragloom bench --work-dir bench-out --out docs/benchmarks.md
-	$(VENV)/bin/ragloom bench-scale bench-out/cold/.ragloom bench-out/incremental/.ragloom \
-		--peers-on bench-out/incremental/.ragloom --work-dir bench-out/scale --out docs/benchmarks.md
+	$(PY) scripts/build_bench_corpora.py --out bench-out/corpora
+	$(VENV)/bin/ragloom bench-scale bench-out/corpora/c10k/.ragloom bench-out/corpora/c100k/.ragloom \
+		--peers-on bench-out/corpora/c10k/.ragloom --dataset bench-out/corpora/eval-data/docstring.jsonl \
+		--synthetic 500000 --work-dir bench-out/scale --out docs/benchmarks.md
 
 eval: $(STAMP)
 	$(PY) -m pip install -q -e '.[eval]'

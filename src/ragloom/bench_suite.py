@@ -517,57 +517,77 @@ def bench_peers(
     quality_queries: int | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, object]:
-    """Build each peer on the index's chunks and stored embeddings, then time it like
-    :func:`bench_latency` and, given a dataset, score it and ragloom at file level."""
+    """Build each peer on the index's chunks and stored embeddings, time it and, given a
+    dataset, score it and ragloom at file level.
+
+    Each peer is timed interleaved with the ragloom strategies it is compared with: for every
+    query of every pass, the peer, then ragloom, one call each, so machine noise and drift fall
+    on both sides alike. ``ratios`` divides the peer's latency by those interleaved ragloom
+    samples (``ragloom_interleaved``); ``ratios_separate`` divides it by ``ragloom_latency``,
+    measured apart (earlier in the run), for comparison.
+    """
     import ragloom
     from ragloom.embed.registry import load_embedder
     from ragloom.eval.dataset import load_dataset
 
     corpus = load_corpus(index_dir)
     embedder = load_embedder(corpus.model_spec)
+    idx = ragloom.open(index_dir)
     evalq = load_dataset(dataset) if dataset is not None else []
     if quality_queries is not None and len(evalq) > quality_queries:
         step = len(evalq) / quality_queries  # deterministic spread over the whole dataset
         evalq = [evalq[int(i * step)] for i in range(quality_queries)]
     gold = [list(q.gold_files) for q in evalq]
     latency: dict[str, dict[str, float]] = {}
+    interleaved: dict[str, dict[str, dict[str, float]]] = {}
+    ratios: dict[str, dict[str, float]] = {}
     build: dict[str, float] = {}
     quality: dict[str, dict[str, float]] = {}
-    for name in peers:
-        builder, _ = PEERS[name]
-        log(f"building {name} on {len(corpus)} chunks")
-        t = time.perf_counter()
-        search = builder(corpus, embedder, top_k)
-        build[name] = round(time.perf_counter() - t, 2)
-        for q in queries[:3]:
-            search(q)
-        samples = [_time_call(search, q) for _ in range(runs) for q in queries]
-        latency[name] = summarize(samples)
-        if evalq:
-            log(f"scoring {name} on {len(evalq)} queries")
-            quality[name] = file_quality([search(q.query) for q in evalq], gold)
-        del search
-        gc.collect()
-    if evalq:
-        idx = ragloom.open(index_dir)
-        try:
-            for strat in STRATEGIES:
-                log(f"scoring ragloom {strat} on {len(evalq)} queries")
-                ranked = [
-                    [h.path for h in idx.search(q.query, top_k=top_k, strategy=strat).hits]
-                    for q in evalq
-                ]
-                quality[f"ragloom {strat}"] = file_quality(ranked, gold)
-        finally:
-            idx.close()
-    pairs = [(p, PEERS[p][1]) for p in peers] + [
-        (p, "hybrid-mmr") for p in peers if PEERS[p][1] == "hybrid"
-    ]
+    pairs: list[tuple[str, str]] = []
+    try:
+        for name in peers:
+            builder, strategy = PEERS[name]
+            compared = [strategy] + (["hybrid-mmr"] if strategy == "hybrid" else [])
+            pairs += [(name, c) for c in compared]
+            log(f"building {name} on {len(corpus)} chunks")
+            t = time.perf_counter()
+            search = builder(corpus, embedder, top_k)
+            build[name] = round(time.perf_counter() - t, 2)
+            ops: dict[str, Callable[[str], object]] = {name: search}
+            for c in compared:
+                ops[c] = lambda q, c=c: idx.search(q, top_k=top_k, strategy=c)  # type: ignore[misc]
+            for fn in ops.values():
+                for q in queries[:3]:
+                    fn(q)
+            samples: dict[str, list[float]] = {op: [] for op in ops}
+            for _ in range(runs):
+                for q in queries:
+                    for op, fn in ops.items():
+                        samples[op].append(_time_call(fn, q))
+            latency[name] = summarize(samples[name])
+            interleaved[name] = {c: summarize(samples[c]) for c in compared}
+            ratios.update(latency_ratios(interleaved[name], latency, [(name, c) for c in compared]))
+            if evalq:
+                log(f"scoring {name} on {len(evalq)} queries")
+                quality[name] = file_quality([search(q.query) for q in evalq], gold)
+            del search, ops
+            gc.collect()
+        for strat in STRATEGIES if evalq else ():
+            log(f"scoring ragloom {strat} on {len(evalq)} queries")
+            ranked = [
+                [h.path for h in idx.search(q.query, top_k=top_k, strategy=strat).hits]
+                for q in evalq
+            ]
+            quality[f"ragloom {strat}"] = file_quality(ranked, gold)
+    finally:
+        idx.close()
     return {
         "chunks": len(corpus),
         "build_s": build,
         "latency": latency,
-        "ratios": latency_ratios(ragloom_latency, latency, pairs),
+        "ratios": ratios,
+        "ragloom_interleaved": interleaved,
+        "ratios_separate": latency_ratios(ragloom_latency, latency, pairs),
         "quality": quality,
     }
 
@@ -708,7 +728,14 @@ def render_report(results: dict[str, Any], command: str, *, day: str | None = No
         lines += [f"#### Peers ({peers['chunks']} chunks, same chunks and embeddings)", ""]
         lines += _table(peers["latency"], ("p50_ms", "p95_ms", "mean_ms", "n"))
         lines += ["", "Build time (s): " + json.dumps(peers["build_s"]), ""]
+        for peer, mine in peers.get("ragloom_interleaved", {}).items():
+            lines += ["", f"ragloom timed interleaved with {peer} (query by query):", ""]
+            lines += _table(mine, ("p50_ms", "p95_ms", "mean_ms", "n"))
+        lines += ["", "Ratios to the interleaved ragloom samples (the headline figure):", ""]
         lines += _table(peers["ratios"], ("p50_ratio", "p95_ratio", "meets_5x"))
+        if peers.get("ratios_separate"):
+            lines += ["", "Ratios to ragloom's latency measured apart, earlier in the run:", ""]
+            lines += _table(peers["ratios_separate"], ("p50_ratio", "p95_ratio", "meets_5x"))
         lines.append("")
         if peers.get("quality"):
             keys = sorted({k for v in peers["quality"].values() for k in v})

@@ -267,6 +267,12 @@ def test_bench_peers_bm25s_with_quality(tiny_index: Path, tmp_path: Path) -> Non
     assert quality["ragloom sparse"]["mrr@10"] == 1.0
     ratios = r["ratios"]
     assert isinstance(ratios, dict) and "bm25s / ragloom sparse" in ratios
+    # ragloom was timed interleaved with the peer, query by query, as often as the peer
+    mine_interleaved = r["ragloom_interleaved"]
+    assert isinstance(mine_interleaved, dict)
+    assert mine_interleaved["bm25s"]["sparse"]["n"] == r["latency"]["bm25s"]["n"] == len(QUERIES)
+    separate = r["ratios_separate"]
+    assert isinstance(separate, dict) and "bm25s / ragloom sparse" in separate
 
 
 def test_bench_scale_command(tiny_index: Path, tmp_path: Path) -> None:

@@ -129,6 +129,14 @@ def test_deterministic_across_calls_and_instances(model: OnnxEmbedder) -> None:
     assert np.array_equal(a, c)
 
 
+def test_spinning_changes_speed_not_vectors(model: OnnxEmbedder) -> None:
+    sleepy = OnnxEmbedder(default_model_dir(), spin=False)
+    assert model.spin and not sleepy.spin
+    assert sleepy.model_id == model.model_id  # same vectors, so the same embedding key
+    np.testing.assert_array_equal(sleepy.embed_documents(CODE), model.embed_documents(CODE))
+    np.testing.assert_array_equal(sleepy.embed_query(CODE[0]), model.embed_query(CODE[0]))
+
+
 def test_query_matches_document_embedding(model: OnnxEmbedder) -> None:
     for text in CODE[:4]:
         np.testing.assert_allclose(
@@ -174,6 +182,8 @@ def test_bad_arguments(model: OnnxEmbedder) -> None:
         OnnxEmbedder(default_model_dir(), threads=0)
     with pytest.raises(ConfigError):
         OnnxEmbedder(default_model_dir(), max_seq_length=1)
+    with pytest.raises(ConfigError):
+        OnnxEmbedder(default_model_dir(), spin="no")  # type: ignore[arg-type]
 
 
 # -- integrity ---------------------------------------------------------------------------------

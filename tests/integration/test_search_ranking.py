@@ -51,6 +51,34 @@ def test_hybrid_keeps_modality_ranks(index: ragloom.Index) -> None:
     assert any(len(h.ranks) == 2 for h in hits)
 
 
+@pytest.mark.parametrize("query", ["wrap text to a width", "decode a JSON document"])
+def test_only_returned_rows_loaded_yet_same_ranking(
+    index: ragloom.Index, query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without boosts, hybrid loads rows for the returned hits only; --explain loads them all.
+    store = index.retriever.store
+    full = [h.id for h in index.search(query, top_k=5, explain=True).hits]
+    asked: list[int] = []
+    counted = store.chunks_by_rowids
+    monkeypatch.setattr(
+        store, "chunks_by_rowids", lambda ids: asked.append(len(ids)) or counted(ids)
+    )
+    assert [h.id for h in index.search(query, top_k=5).hits] == full
+    assert asked == [5]
+    monkeypatch.undo()
+    # A row deleted since BM25/HNSW were loaded: both paths skip it and still return 5 hits.
+    first = index.search(query, top_k=1).hits[0].id
+    hidden = store.chunks_by_ids([first])[first].rowid
+    real = store.chunks_by_rowids
+    monkeypatch.setattr(
+        store, "chunks_by_rowids", lambda ids: {r: c for r, c in real(ids).items() if r != hidden}
+    )
+    lazy = [h.id for h in index.search(query, top_k=5).hits]
+    assert len(lazy) == 5 and first not in lazy
+    assert lazy == [h.id for h in index.search(query, top_k=5, explain=True).hits]
+    assert lazy == full[1:] + lazy[4:]
+
+
 def test_explain_records_stages(index: ragloom.Index) -> None:
     result = index.search("JSONDecoder.raw_decode", top_k=3, strategy="hybrid-mmr", explain=True)
     first = result.hits[0]

@@ -251,7 +251,8 @@ def test_bench_synthetic_small(tiny_index: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("bm25s") is None, reason="bench extra not installed")
-def test_bench_peers_bm25s_with_quality(tiny_index: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("interleave", bs.INTERLEAVE_MODES)
+def test_bench_peers_bm25s_with_quality(tiny_index: Path, tmp_path: Path, interleave: str) -> None:
     ds = tmp_path / "ds.jsonl"
     rows = [
         {"id": "1", "query": "parse json text into tokens", "gold_files": ["json_mod.py"]},
@@ -259,7 +260,16 @@ def test_bench_peers_bm25s_with_quality(tiny_index: Path, tmp_path: Path) -> Non
     ]
     ds.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     mine = {"sparse": _row(1.0, 2.0)}
-    r = bs.bench_peers(tiny_index, mine, peers=["bm25s"], queries=QUERIES, runs=1, dataset=ds)
+    r = bs.bench_peers(
+        tiny_index,
+        mine,
+        peers=["bm25s"],
+        queries=QUERIES,
+        runs=1,
+        dataset=ds,
+        interleave=interleave,
+    )
+    assert r["interleave"] == interleave
     quality = r["quality"]
     assert isinstance(quality, dict)
     assert set(quality) == {"bm25s", *(f"ragloom {s}" for s in bs.STRATEGIES)}
@@ -273,6 +283,8 @@ def test_bench_peers_bm25s_with_quality(tiny_index: Path, tmp_path: Path) -> Non
     assert mine_interleaved["bm25s"]["sparse"]["n"] == r["latency"]["bm25s"]["n"] == len(QUERIES)
     separate = r["ratios_separate"]
     assert isinstance(separate, dict) and "bm25s / ragloom sparse" in separate
+    with pytest.raises(ValueError, match="interleave"):
+        bs.bench_peers(tiny_index, mine, peers=["bm25s"], queries=QUERIES, interleave="random")
 
 
 def test_bench_scale_command(tiny_index: Path, tmp_path: Path) -> None:

@@ -23,11 +23,11 @@ from ragloom.assemble import (
     assemble_context,
     get_counter,
 )
-from ragloom.assemble.bench import bench_assembly
 from ragloom.assemble.render import BlockMeta, render_block
 from ragloom.assemble.select import Item, greedy_select, greedy_vs_exact, knapsack_exact
 from ragloom.assemble.snippets import safe_path
 from ragloom.assemble.trim import signature_lines
+from ragloom.bench.assembly import bench_assembly
 from ragloom.errors import ConfigError
 from ragloom.ingest.ids import chunk_id, file_hash, text_hash
 from ragloom.types import Hit

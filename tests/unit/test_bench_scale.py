@@ -1,4 +1,4 @@
-"""bench_suite: statistics, target checks, ratios, quality, report, and a tiny end-to-end run."""
+"""bench.scale and bench.peers: statistics, target checks, ratios, quality, report, and a tiny end-to-end run."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragloom import bench_suite as bs
+from ragloom.bench import peers
+from ragloom.bench import scale as bs
+from ragloom.bench.corpus import load_corpus
+from ragloom.cli import bench_scale_cmd
 
 # -- summarize / percentile -------------------------------------------------------------------
 
@@ -230,13 +233,13 @@ def test_bench_concurrency_end_to_end(tiny_index: Path) -> None:
 
 
 def test_load_corpus_reads_texts_paths_and_vectors(tiny_index: Path) -> None:
-    corpus = bs.load_corpus(tiny_index)
+    corpus = load_corpus(tiny_index)
     assert len(corpus) == len(corpus.texts) == len(corpus.paths) == corpus.vectors.shape[0]
     assert corpus.model_spec == "hashing"
     assert all(float(abs(v).sum()) > 0 for v in corpus.vectors)  # stored embeddings reused
     assert {p.split("_")[0] for p in corpus.paths} == set(_NAMES)
     assert corpus.document(0).endswith(corpus.texts[0])
-    bare = bs.load_corpus(tiny_index, limit=5, with_vectors=False)
+    bare = load_corpus(tiny_index, limit=5, with_vectors=False)
     assert len(bare) == 5 and bare.vectors.shape == (5, corpus.vectors.shape[1])
     assert not bare.vectors.any()
     assert bare.rowids == corpus.rowids[:5]
@@ -260,7 +263,7 @@ def test_bench_peers_bm25s_with_quality(tiny_index: Path, tmp_path: Path, interl
     ]
     ds.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     mine = {"sparse": _row(1.0, 2.0)}
-    r = bs.bench_peers(
+    r = peers.bench_peers(
         tiny_index,
         mine,
         peers=["bm25s"],
@@ -284,14 +287,14 @@ def test_bench_peers_bm25s_with_quality(tiny_index: Path, tmp_path: Path, interl
     separate = r["ratios_separate"]
     assert isinstance(separate, dict) and "bm25s / ragloom sparse" in separate
     with pytest.raises(ValueError, match="interleave"):
-        bs.bench_peers(tiny_index, mine, peers=["bm25s"], queries=QUERIES, interleave="random")
+        peers.bench_peers(tiny_index, mine, peers=["bm25s"], queries=QUERIES, interleave="random")
 
 
 def test_bench_scale_command(tiny_index: Path, tmp_path: Path) -> None:
     out = tmp_path / "bench.md"
     js = tmp_path / "bench.json"
     res = CliRunner().invoke(
-        bs.bench_scale_cmd,
+        bench_scale_cmd,
         [str(tiny_index), "--runs", "1", "--out", str(out), "--json-out", str(js)],
     )
     assert res.exit_code == 0, res.output

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from ragloom.embed.document import embedding_key
 from ragloom.errors import (
     DbError,
-    IncompatibleIndexError,
     IndexNotFoundError,
     InputError,
 )
@@ -34,6 +33,7 @@ from ragloom.index.vectors import HnswVectors
 from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES, is_binary, walk
 from ragloom.retrieve.config import RetrievalStrategy
+from ragloom.retrieve.reader import DB_NAME, index_manifest, open_retriever
 from ragloom.retrieve.search import DEFAULT_STRATEGY, Retriever, SearchResult
 
 if TYPE_CHECKING:
@@ -46,7 +46,6 @@ __all__ = ["DEFAULT_INDEX_DIRNAME", "Index", "IndexStatus", "find_index_dir", "o
 log = logging.getLogger("ragloom")
 
 DEFAULT_INDEX_DIRNAME = ".ragloom"
-DB_NAME = "index.sqlite"
 
 
 def _load_embedder(spec: str | None) -> Embedder:
@@ -135,12 +134,7 @@ class Index:
         return (self.index_dir / DB_NAME).exists()
 
     def _manifest(self) -> Manifest:
-        manifest = read_manifest(self.index_dir)
-        if manifest is None or not self.exists:
-            raise IndexNotFoundError(
-                f"no index at {self.index_dir}; create one with `ragloom index {self.root}`"
-            )
-        return manifest
+        return index_manifest(self.index_dir, self.root)
 
     def _reader_store(self) -> Store:
         if self._store is None:
@@ -148,42 +142,15 @@ class Index:
             self._store = Store(self.index_dir / DB_NAME, readonly=True)
         return self._store
 
-    def _embedder_for_search(self, manifest: Manifest) -> Embedder:
-        if self._embedder_arg is not None and not isinstance(self._embedder_arg, str):
-            emb = self._embedder_arg
-        else:
-            emb = _load_embedder(
-                self._embedder_arg
-                if isinstance(self._embedder_arg, str)
-                else manifest.embedding_spec
-            )
-        if emb.model_id != manifest.embedding_model or emb.dim != manifest.embedding_dim:
-            raise IncompatibleIndexError(
-                f"index was embedded with {manifest.embedding_model} ({manifest.embedding_dim}-d) "
-                f"but the query embedder is {emb.model_id} ({emb.dim}-d); re-embed with "
-                f"`ragloom index {self.root} --model ...` or search with the index's model"
-            )
-        return emb
-
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            manifest = self._manifest()
-            if manifest.tokenizer_version != TOKENIZER_VERSION:
-                raise IncompatibleIndexError(
-                    f"index BM25 tokenizer {manifest.tokenizer_version} differs from "
-                    f"{TOKENIZER_VERSION}; run `ragloom index {self.root}` to rebuild it"
-                )
-            store = self._reader_store()
-            bm25: TantivyBm25 | None
-            try:
-                bm25 = TantivyBm25(self.index_dir / "bm25")
-            except DbError as exc:
-                log.warning("bm25 unavailable: %s", exc)
-                bm25 = None
-            vectors = HnswVectors(self.index_dir / "vectors", manifest.embedding_dim)
-            self._retriever = Retriever(
-                store, bm25, vectors, lambda: self._embedder_for_search(manifest)
+            self._retriever = open_retriever(
+                self.index_dir,
+                self._manifest(),
+                self._reader_store,
+                root=self.root,
+                embedder=self._embedder_arg,
             )
         return self._retriever
 
@@ -348,7 +315,7 @@ class Index:
         manifest = self._manifest()
         store = self._reader_store()
         chunks = store.chunk_count()
-        from ragloom.service.rag import bm25_state_for_index
+        from ragloom.service.status import bm25_state_for_index
 
         bm25_state = bm25_state_for_index(self.index_dir)
         bm25_status = str(bm25_state.get("live_status", "uninitialized"))

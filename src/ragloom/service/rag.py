@@ -21,6 +21,11 @@ Behaviour (ploke-rag-plan.md section 3 C/D, ploke-bm25-notes.md; issue 5 item 2)
 
 Strict behaviour is opt-in per call (``strict=True``) or in :class:`Bm25Config`
 (``strict_default``); lenient stays the default.
+
+:class:`SyncRagService`, the blocking twin, is here too. Settings and constants live in
+:mod:`ragloom.service.config`, the dense backend over an index folder in
+:mod:`ragloom.service.dense`, the on-disk BM25 state for ``ragloom status`` in
+:mod:`ragloom.service.status`; each is re-exported here.
 """
 
 from __future__ import annotations
@@ -29,16 +34,14 @@ import asyncio
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from ragloom.embed.document import embedding_key
-from ragloom.errors import ConfigError, DbError, RagError, SearchError
-from ragloom.index.bm25 import TantivyBm25
+from ragloom.errors import ConfigError, RagError, SearchError
 from ragloom.retrieve.config import (
     STRATEGY_REGISTRY,
     Dense,
@@ -47,8 +50,8 @@ from ragloom.retrieve.config import (
     Sparse,
 )
 from ragloom.retrieve.fusion import mmr_select, normalize_scores, rrf_fuse_with
+from ragloom.retrieve.reader import DB_NAME
 from ragloom.service.bm25_actor import (
-    DEFAULT_TIMEOUT_MS,
     Bm25Actor,
     Bm25Status,
     Building,
@@ -58,7 +61,20 @@ from ragloom.service.bm25_actor import (
     StoreDocumentSource,
     Uninitialized,
 )
-from ragloom.service.persist import DEFAULT_SNAPSHOT_NAME, read_header
+from ragloom.service.config import (
+    BM25_EMPTY_MESSAGE,
+    BM25_NOT_READY_MESSAGE,
+    DEFAULT_BACKOFF_MS,
+    DEFAULT_RETRIES,
+    HYBRID_CANDIDATES_MIN,
+    Bm25Config,
+    DenseSearch,
+    EmbeddingLookup,
+    Hits,
+)
+from ragloom.service.dense import IndexDense
+from ragloom.service.persist import DEFAULT_SNAPSHOT_NAME
+from ragloom.service.status import bm25_state_for_index
 from ragloom.telemetry import (
     EVENT_PERSISTENCE_DONE,
     EVENT_PERSISTENCE_FAILURE,
@@ -89,53 +105,7 @@ __all__ = [
     "bm25_state_for_index",
 ]
 
-DEFAULT_RETRIES: Final = 2
-"""Lenient retries on Building/Uninitialized (ploke-rag-plan.md section 3 D)."""
-DEFAULT_BACKOFF_MS: Final = (50.0, 100.0)
-"""Sleep before retry 1 and 2 (ploke-rag-plan.md section 3 D: "50ms, 100ms")."""
-BM25_NOT_READY_MESSAGE: Final = "bm25 index not ready"
-"""Strict error text (issue 5 item 2)."""
-BM25_EMPTY_MESSAGE: Final = "bm25 index empty"
-"""Strict error text (issue 5 item 2)."""
-HYBRID_CANDIDATES_MIN: Final = 50
-"""Depth of each modality's list before fusion (the MMR candidate_pool default, 50; same as
-:data:`ragloom.retrieve.search.HYBRID_CANDIDATES_MIN`)."""
-_DB_NAME: Final = "index.sqlite"
-"""The store's file name inside an index folder (ragloom.api.DB_NAME)."""
-
-Hits = list[tuple[int, float]]
-DenseSearch = Callable[[str, int], Awaitable[Hits]] | Callable[[str, int], Hits]
-"""``dense(query, k)``: ``(rowid, score)`` best first; async, or sync (run in a thread)."""
-EmbeddingLookup = Callable[[Sequence[int]], Mapping[int, np.ndarray]]
-"""``lookup(rowids)``: stored embeddings by rowid, for MMR (sync, run in a thread)."""
-
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Bm25Config:
-    """BM25 client settings (ploke-rag-plan.md section 3 F: ``RagConfig.bm25``)."""
-
-    timeout_ms: float = DEFAULT_TIMEOUT_MS
-    retries: int = DEFAULT_RETRIES
-    backoff_ms: tuple[float, ...] = DEFAULT_BACKOFF_MS
-    strict_default: bool = False
-    persist_path: Path | None = None
-
-    def __post_init__(self) -> None:
-        if not self.timeout_ms > 0:
-            raise ConfigError(f"bm25 timeout_ms must be > 0, got {self.timeout_ms!r}")
-        if isinstance(self.retries, bool) or not isinstance(self.retries, int):
-            raise ConfigError(f"bm25 retries must be an int, got {self.retries!r}")
-        if self.retries < 0:
-            raise ConfigError(f"bm25 retries must be >= 0, got {self.retries}")
-        if len(self.backoff_ms) < self.retries:
-            raise ConfigError(
-                f"bm25 backoff_ms needs one sleep per retry ({self.retries}), "
-                f"got {list(self.backoff_ms)}"
-            )
-        if any(not b >= 0 for b in self.backoff_ms):
-            raise ConfigError(f"bm25 backoff_ms must be >= 0, got {list(self.backoff_ms)}")
 
 
 @dataclass(slots=True)
@@ -161,46 +131,6 @@ class HybridResult:
     bm25: Hits = field(default_factory=list)
     dense: Hits = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
-
-
-class IndexDense:
-    """Dense search over an index folder through :class:`ragloom.retrieve.search.Retriever`
-    (opened on first use, so building the service does not load the embedding model)."""
-
-    def __init__(self, index_dir: Path) -> None:
-        self.index_dir = index_dir
-        self._lock = threading.Lock()
-        self._index: Any = None
-
-    def _retriever(self) -> Any:
-        with self._lock:
-            if self._index is None:
-                from ragloom.api import Index
-
-                self._index = Index.at(self.index_dir)
-            return self._index.retriever
-
-    def __call__(self, query: str, k: int) -> Hits:
-        """Top ``k`` dense hits (empty when the index has no vectors)."""
-        hits: Hits = self._retriever().dense(query, k)
-        return hits
-
-    def hydrate(self, hits: Hits) -> list[Hit]:
-        """``(rowid, score)`` -> :class:`ragloom.types.Hit` with path, lines, symbol and text;
-        rows deleted since are left out."""
-        out: list[Hit] = self._retriever().hydrate(hits, {})
-        return out
-
-    def embeddings(self, rowids: Sequence[int]) -> Mapping[int, np.ndarray]:
-        """Stored embeddings of ``rowids`` (rows without one are left out), for MMR."""
-        retriever = self._retriever()
-        emb = retriever.embedder
-        if emb is None or not rowids:
-            return {}
-        vecs = retriever.store.vectors_for_rowids(
-            embedding_key(emb.model_id), list(rowids), emb.dim
-        )
-        return {int(r): vecs[i] for i, r in enumerate(rowids) if float(np.abs(vecs[i]).sum()) > 0}
 
 
 def _strategy(strategy: RetrievalStrategy | str) -> tuple[RetrievalStrategy, str]:
@@ -255,7 +185,7 @@ class RagService:
         if cfg.persist_path is None:
             cfg = replace(cfg, persist_path=index_dir / DEFAULT_SNAPSHOT_NAME)
         tel = telemetry if telemetry is not None else get_telemetry()
-        actor = Bm25Actor(StoreDocumentSource(index_dir / _DB_NAME), workdir=workdir, telemetry=tel)
+        actor = Bm25Actor(StoreDocumentSource(index_dir / DB_NAME), workdir=workdir, telemetry=tel)
         dense = IndexDense(index_dir)
         return cls(actor, dense, config=cfg, telemetry=tel, embeddings=dense.embeddings)
 
@@ -703,53 +633,3 @@ class SyncRagService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# --------------------------------------------------------------------------------------------
-# Status for `ragloom status`
-# --------------------------------------------------------------------------------------------
-
-
-def bm25_state_for_index(index_dir: Path) -> dict[str, object]:
-    """BM25 state of an index folder for ``ragloom status`` (no actor needed).
-
-    Keys: ``live_status`` (``ready``/``empty``/``uninitialized``/``error``) and ``live_docs``
-    for the indexer's engine in ``<index>/bm25``; ``snapshot_path``; ``snapshot`` (the
-    validated header as a dict, or ``None`` when there is no snapshot); ``snapshot_error``
-    (why the snapshot is unusable, or ``None``); ``snapshot_stale`` (``True`` when the store
-    changed since the snapshot was taken, ``None`` when unknown).
-    """
-    out: dict[str, object] = {}
-    try:
-        docs = TantivyBm25(index_dir / "bm25").doc_count()
-        out["live_status"] = "ready" if docs else "empty"
-        out["live_docs"] = docs
-    except DbError:
-        out["live_status"] = "uninitialized"
-        out["live_docs"] = 0
-    except Exception as exc:  # an unreadable engine folder
-        out["live_status"] = "error"
-        out["live_docs"] = 0
-        out["live_error"] = str(exc)
-    snap = index_dir / DEFAULT_SNAPSHOT_NAME
-    out["snapshot_path"] = str(snap)
-    out["snapshot"] = None
-    out["snapshot_error"] = None
-    out["snapshot_stale"] = None
-    if snap.exists():
-        try:
-            header = read_header(snap)
-        except DbError as exc:
-            out["snapshot_error"] = str(exc)
-        else:
-            out["snapshot"] = header.to_dict()
-            db = index_dir / _DB_NAME
-            if header.source_generation is not None and db.exists():
-                from ragloom.index.store import Store
-
-                store = Store(db, readonly=True)
-                try:
-                    out["snapshot_stale"] = store.generation() != header.source_generation
-                finally:
-                    store.close()
-    return out

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ragloom.bench import peers
 from ragloom.bench import scale as bs
 from ragloom.bench.corpus import load_corpus
-from ragloom.cli import bench_scale_cmd
+from ragloom.cli.bench import bench_scale_cmd
 
 # -- summarize / percentile -------------------------------------------------------------------
 

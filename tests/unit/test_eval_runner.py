@@ -164,7 +164,7 @@ def test_report_with_and_without_matplotlib(
 
 
 def test_eval_data_cli(tmp_path: Path) -> None:
-    from ragloom.eval.cli_eval import eval_data_cmd
+    from ragloom.cli.eval import eval_data_cmd
 
     res = CliRunner().invoke(
         eval_data_cmd,
@@ -180,7 +180,7 @@ def test_eval_data_cli(tmp_path: Path) -> None:
 
 
 def test_eval_cli_reports_bad_dataset(tmp_path: Path) -> None:
-    from ragloom.eval.cli_eval import eval_cmd
+    from ragloom.cli.eval import eval_cmd
 
     (tmp_path / "d.jsonl").write_text('{"id": "x"}\n')
     res = CliRunner().invoke(eval_cmd, ["--dataset", str(tmp_path / "d.jsonl")])

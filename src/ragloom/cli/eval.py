@@ -1,37 +1,19 @@
-"""``ragloom eval`` and ``ragloom eval-data``: click commands registered by :mod:`ragloom.cli`.
-
-They are standalone command objects so ``cli.py`` only has to ``cli.add_command(...)`` them;
-helpers from ``ragloom.cli`` are imported inside the functions to avoid an import cycle.
-"""
+"""``ragloom eval`` and ``ragloom eval-data``: score retrieval on a dataset, and build the
+datasets from the standard library (:mod:`ragloom.eval` does the work)."""
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
+from ragloom.cli.app import echo_json, handle_errors, open_for_read, progress_bars
 from ragloom.eval.datasets import DEFAULT_MAX_QUERIES, DEFAULT_PACKAGES
 from ragloom.eval.runner import DEFAULT_STRATEGIES
 
 __all__ = ["eval_cmd", "eval_data_cmd"]
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _errors(fn: F) -> F:
-    """Apply ``ragloom.cli._handle_errors`` (one stderr line, exit code by class) at call time."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ragloom.cli import _handle_errors
-
-        return _handle_errors(fn)(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _print_table(report: Any) -> None:
@@ -84,7 +66,7 @@ def _print_table(report: Any) -> None:
 @click.option("--no-assembly", is_flag=True, help="Skip assembly coverage (faster).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-@_errors
+@handle_errors
 def eval_cmd(
     dataset_path: Path,
     index_dir: Path | None,
@@ -97,18 +79,17 @@ def eval_cmd(
     no_progress: bool,
 ) -> None:
     """Score retrieval on a dataset, every strategy side by side."""
-    from ragloom.cli import _echo_json, _open_for_read, _progress
     from ragloom.errors import ConfigError
     from ragloom.eval.dataset import load_dataset
     from ragloom.eval.report import write_report
     from ragloom.eval.runner import ASSEMBLY_BUDGETS, run_eval, write_runs
 
     dataset = load_dataset(dataset_path)
-    idx = _open_for_read(str(index_dir) if index_dir else None)
+    idx = open_for_read(str(index_dir) if index_dir else None)
     names = [s.strip().lower() for s in strategies] or list(DEFAULT_STRATEGIES)
     show = not no_progress and sys.stderr.isatty()
     try:
-        with _progress(show) as progress:
+        with progress_bars(show) as progress:
             report = run_eval(
                 idx,
                 dataset,
@@ -132,7 +113,7 @@ def eval_cmd(
         out = report.to_dict()
         if files is not None:
             out["report"] = {"markdown": str(files.markdown), "html": str(files.html)}
-        _echo_json(out)
+        echo_json(out)
         return
     _print_table(report)
     if files is not None:
@@ -165,16 +146,15 @@ def eval_cmd(
     help="Comma-separated stdlib packages or modules to use.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print counts and paths as JSON.")
-@_errors
+@handle_errors
 def eval_data_cmd(out_dir: Path, max_queries: int, packages: str, as_json: bool) -> None:
     """Build the docstring-to-code and identifier datasets from the standard library."""
-    from ragloom.cli import _echo_json
     from ragloom.eval.datasets import build_datasets
 
     pkgs = [p.strip() for p in packages.split(",") if p.strip()]
     built = build_datasets(out_dir, pkgs, max_queries)
     if as_json:
-        _echo_json(built.to_dict())
+        echo_json(built.to_dict())
         return
     click.echo(
         f"corpus {built.corpus_dir}: {built.files} files, docstrings removed; "

@@ -1,0 +1,128 @@
+"""The ``ragloom`` command group and what every command shares: error handling (one line on
+stderr, an exit code defined by the error class), JSON output, progress bars, opening an index.
+
+Errors are one clear line on stderr and a non-zero exit code defined by the error class
+(:mod:`ragloom.errors`); ``--json`` outputs are a stable contract: fields are only added.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+from ragloom._version import __version__
+from ragloom.errors import RagError
+
+__all__ = [
+    "INTERNAL_ERROR_EXIT",
+    "cli",
+    "echo_json",
+    "handle_errors",
+    "open_for_read",
+    "progress_bars",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def echo_json(obj: object) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
+
+
+@contextmanager
+def progress_bars(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A rich progress bar per pipeline stage, on stderr so stdout stays parseable."""
+    if not enabled:
+        yield lambda *_: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    console = Console(stderr=True)
+    labels = {
+        "scan": "scan files",
+        "parse": "parse",
+        "bm25": "bm25",
+        "embed": "embed",
+        "vectors": "vectors",
+    }
+    with Progress(
+        TextColumn("{task.description:<11}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(labels.get(stage, stage), total=max(total, 1))
+            bar.update(tasks[stage], completed=done if total else 1, total=max(total, 1))
+
+        yield update
+
+
+INTERNAL_ERROR_EXIT = 70
+"""Exit code of an unexpected exception (EX_SOFTWARE from sysexits.h)."""
+
+
+def handle_errors(fn: F) -> F:
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RagError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as exc:
+            # A bug, not bad input: one line by default, the traceback with -v (and in the log).
+            logging.getLogger("ragloom.cli").info("internal error", exc_info=True)
+            click.echo(
+                f"internal error: {type(exc).__name__}: {exc} (run with -v for the traceback; "
+                "please report it)",
+                err=True,
+            )
+            sys.exit(INTERNAL_ERROR_EXIT)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def open_for_read(index_dir: str | None, embedder: str | None = None) -> Any:
+    import ragloom
+
+    if index_dir is None:
+        return ragloom.Index.at(ragloom.find_index_dir(), embedder=embedder)
+    return ragloom.open(index_dir, embedder=embedder)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ragloom")
+@click.option("-v", "--verbose", count=True, help="More logging (structured, on stderr).")
+def cli(verbose: int) -> None:
+    """ragloom: the best context for a question about a codebase, inside a token budget."""
+    from ragloom.logs import configure_logging
+
+    configure_logging(logging.WARNING - 10 * verbose)

@@ -1,0 +1,104 @@
+"""``ragloom index`` and ``ragloom status``: build or update an index, and report on it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ragloom.cli.app import echo_json, handle_errors, open_for_read, progress_bars
+
+__all__ = ["index_cmd", "status_cmd"]
+
+
+@click.command("index")
+@click.argument("path", type=click.Path(path_type=Path), default=".")
+@click.option("--index-dir", type=click.Path(path_type=Path), help="Index folder [PATH/.ragloom].")
+@click.option(
+    "--model",
+    "model",
+    default=None,
+    help="Embedding model: 'default', 'hashing[:DIM]', an ONNX model folder, or a sentence-transformers name/path.",
+)
+@click.option("--rebuild", is_flag=True, help="Discard the existing index and build from scratch.")
+@click.option("--no-embed", is_flag=True, help="Parse and BM25 only; embed on a later run.")
+@click.option("--max-file-bytes", type=int, default=None, help="Skip files above this size.")
+@click.option("--json", "as_json", is_flag=True, help="Print statistics as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bars.")
+@handle_errors
+def index_cmd(
+    path: Path,
+    index_dir: Path | None,
+    model: str | None,
+    rebuild: bool,
+    no_embed: bool,
+    max_file_bytes: int | None,
+    as_json: bool,
+    no_progress: bool,
+) -> None:
+    """Index PATH (build, or update only what changed)."""
+    import ragloom
+    from ragloom.errors import InputError
+    from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES
+
+    if not path.exists():
+        raise InputError(f"path not found: {path}")
+    if not path.is_dir():
+        raise InputError(f"not a directory: {path}")
+    idx = ragloom.Index(path, index_dir or path / ".ragloom", embedder=model)
+    show = not no_progress and sys.stderr.isatty()
+    with progress_bars(show) as progress:
+        stats = idx.index(
+            rebuild=rebuild,
+            embed=not no_embed,
+            max_file_bytes=max_file_bytes or DEFAULT_MAX_FILE_BYTES,
+            progress=progress,
+        )
+    if as_json:
+        echo_json(stats.to_dict())
+        return
+    skipped = sum(stats.files_skipped.values())
+    click.echo(
+        f"indexed {stats.files_scanned} files ({stats.files_changed} changed, "
+        f"{stats.files_removed} removed, {skipped} skipped): {stats.chunks_total} chunks "
+        f"(+{stats.chunks_added} ~{stats.chunks_updated} -{stats.chunks_removed}), "
+        f"{stats.chunks_embedded} embedded in {stats.seconds:.2f}s"
+    )
+    if stats.embeddings_pending:
+        click.echo(f"{stats.embeddings_pending} chunks still have no vector", err=True)
+
+
+@click.command("status")
+@click.option(
+    "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
+)
+@click.option(
+    "--no-freshness", is_flag=True, help="Skip comparing the index with the files on disk."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print status as JSON.")
+@handle_errors
+def status_cmd(index_dir: Path | None, no_freshness: bool, as_json: bool) -> None:
+    """Show counts, model, BM25 and vector readiness, and freshness."""
+    idx = open_for_read(str(index_dir) if index_dir else None)
+    st = idx.status(freshness=not no_freshness)
+    if as_json:
+        echo_json(st.to_dict())
+        return
+    click.echo(f"index     {st.index_dir} (root {st.root})")
+    click.echo(f"files     {st.files}   chunks {st.chunks}   disk {st.disk_bytes / 1e6:.1f} MB")
+    click.echo(f"model     {st.model} ({st.dim}-d)")
+    click.echo(f"bm25      {st.bm25_status} ({st.bm25_docs} docs)")
+    snap = st.bm25.get("snapshot")
+    if isinstance(snap, dict):
+        state = "stale" if st.bm25.get("snapshot_stale") else "current"
+        click.echo(
+            f"snapshot  {snap.get('doc_count')} docs, {state} ({st.bm25.get('snapshot_path')})"
+        )
+    elif st.bm25.get("snapshot_error"):
+        click.echo(f"snapshot  unusable: {st.bm25['snapshot_error']}")
+    click.echo(
+        f"vectors   {st.vectors}/{st.chunks} {'ready' if st.vectors_ready else 'incomplete'}"
+    )
+    if st.stale_files is not None:
+        click.echo(f"stale     {st.stale_files} files differ from the index")

@@ -1,0 +1,135 @@
+"""``ragloom search`` and ``ragloom context``: ranked hits for a query, and the assembled,
+token-budgeted context built from them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ragloom.cli.app import echo_json, handle_errors, open_for_read
+
+__all__ = ["context_cmd", "search_cmd"]
+
+
+def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
+    out: dict[str, object] = {
+        "id": hit.id,
+        "path": hit.path,
+        "start_line": hit.start_line,
+        "end_line": hit.end_line,
+        "kind": hit.kind,
+        "symbol": hit.symbol,
+        "language": hit.language,
+        "score": hit.score,
+        "ranks": hit.ranks,
+    }
+    if explain:
+        out["scores"] = hit.scores
+        out["explain"] = hit.explain
+    return out
+
+
+@click.command("search")
+@click.argument("query")
+@click.option(
+    "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
+)
+@click.option("-k", "--top-k", type=int, default=10, show_default=True)
+@click.option(
+    "--strategy",
+    default="hybrid",
+    show_default=True,
+    help="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed (seed RRF defaults) "
+    "or +no-STEP (STEP: expand, synonyms, entities, exact, decompose, language).",
+)
+@click.option("--explain", is_flag=True, help="Show each modality's rank and score, and boosts.")
+@click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list.")
+@handle_errors
+def search_cmd(
+    query: str, index_dir: Path | None, top_k: int, strategy: str, explain: bool, as_json: bool
+) -> None:
+    """Search the index for QUERY."""
+    idx = open_for_read(str(index_dir) if index_dir else None)
+    result = idx.search(query, top_k=top_k, strategy=strategy, explain=explain)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if as_json:
+        # every hit names the index generation the whole answer comes from
+        gen = result.generation
+        echo_json([{**_hit_json(h, explain), "generation": gen} for h in result.hits])
+        return
+    if explain:
+        click.echo(f"query: {json.dumps(result.query, sort_keys=True)}")
+    if not result.hits:
+        click.echo("no results")
+        return
+    for i, h in enumerate(result.hits, 1):
+        ranks = " ".join(f"{m}#{r}" for m, r in sorted(h.ranks.items()))
+        click.echo(
+            f"{i:>2}. {h.path}:{h.start_line}-{h.end_line}  {h.kind} {h.symbol}  "
+            f"score={h.score:.4f}  {ranks}"
+        )
+        if explain:
+            for m, s in sorted(h.scores.items()):
+                click.echo(f"      {m}: rank {h.ranks[m]} score {s:.4f}")
+            for stage, info in h.explain.items():
+                click.echo(f"      {stage}: {info}")
+
+
+@click.command("context")
+@click.argument("query")
+@click.option(
+    "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
+)
+@click.option("-k", "--top-k", type=int, default=15, show_default=True, help="Hits to assemble.")
+@click.option("--budget", type=int, default=8000, show_default=True, help="Token budget.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["xml", "markdown", "plain", "json"]),
+    default="xml",
+    show_default=True,
+)
+@click.option(
+    "--counter", default="cl100k", show_default=True, help="Token counter: cl100k | o200k | approx."
+)
+@click.option("--strategy", default="hybrid", show_default=True, help="As for `ragloom search`.")
+@click.option("--scores", is_flag=True, help="Include scores in the rendered context.")
+@click.option("--json", "as_json", is_flag=True, help="Print parts, stats and text as JSON.")
+@handle_errors
+def context_cmd(
+    query: str,
+    index_dir: Path | None,
+    top_k: int,
+    budget: int,
+    fmt: str,
+    counter: str,
+    strategy: str,
+    scores: bool,
+    as_json: bool,
+) -> None:
+    """Assemble a deduplicated, stitched, token-budgeted context for QUERY."""
+    idx = open_for_read(str(index_dir) if index_dir else None)
+    ctx = idx.get_context(
+        query,
+        top_k=top_k,
+        budget=budget,
+        strategy=strategy,
+        format=fmt,
+        counter=counter,
+        include_scores=scores,
+    )
+    if as_json:
+        echo_json(ctx.to_dict())
+        return
+    click.echo(ctx.text)
+    st = ctx.stats
+    click.echo(
+        f"{len(ctx.parts)} parts from {st.unique_files} files, {st.tokens_total}/"
+        f"{st.budget['available']} tokens{' (some hits left out)' if st.truncated else ''}, "
+        f"{st.stale_reresolved} stale re-resolved, {st.stale_dropped} stale dropped",
+        err=True,
+    )

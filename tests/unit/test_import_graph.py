@@ -1,0 +1,262 @@
+"""The import graph of ``src/ragloom`` has no cycles, and layers import downward only.
+
+Every module is parsed with :mod:`ast`; every ``import`` and ``from ... import`` counts, at the
+top of a module or inside a function (a lazy import is still a dependency, and the cycles this
+test was written against were lazy ones), under ``if TYPE_CHECKING`` too. Relative imports are
+resolved against the importing module's package. ``from pkg import name`` depends on the module
+``pkg.name`` when there is one, else on ``pkg`` itself.
+
+The layers (STYLE.md habit 11), bottom to top: types, errors and the small shared modules;
+ingest, embed, index; retrieve and assemble; the service; the entry points (``ragloom`` itself,
+the API, the CLI) with evaluation and benchmarks beside them.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PACKAGE = "ragloom"
+
+CORE = ("ingest", "index", "embed", "retrieve", "assemble")
+"""The pipeline's lower layers: they never import the service, entry points, eval or bench."""
+ABOVE_CORE = ("service", "api", "cli", "bench", "eval")
+"""What the core must not import (nor the ``ragloom`` package's own face, which re-exports
+the API)."""
+LAYER_RULES: dict[str, tuple[str, ...]] = {
+    **{layer: (*ABOVE_CORE, "") for layer in CORE},
+    "types": (*ABOVE_CORE, ""),
+    "errors": (*ABOVE_CORE, ""),
+    "service": ("api", "cli", "bench", "eval", ""),
+    "eval": ("cli", "bench"),
+    "bench": ("cli",),
+}
+"""Importer (a sub-package or module under ragloom) -> what it must not import; ``""`` stands
+for the ``ragloom`` package itself (its ``__init__``)."""
+
+
+def module_files(root: Path, package: str) -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package ``__init__``) for every ``.py`` under
+    ``root/package``."""
+    out: dict[str, tuple[Path, bool]] = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts.pop()
+        out[".".join(parts)] = (path, is_pkg)
+    return out
+
+
+def _known(name: str, modules: Mapping[str, object]) -> str | None:
+    """The longest prefix of ``name`` that is a module of ours (``a.b.C`` -> ``a.b``)."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imported(node: ast.AST, module: str, is_pkg: bool, modules: Mapping[str, object]) -> set[str]:
+    """Modules of ours that one import statement depends on."""
+    found: set[str] = set()
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            target = _known(alias.name, modules)
+            if target is not None:
+                found.add(target)
+    elif isinstance(node, ast.ImportFrom):
+        if node.level:
+            package = module if is_pkg else module.rpartition(".")[0]
+            base = package.split(".")
+            if node.level - 1 > len(base) - 1:
+                raise ValueError(f"{module}: relative import beyond the top package")
+            base = base[: len(base) - (node.level - 1)]
+            source = ".".join([*base, node.module] if node.module else base)
+        else:
+            source = node.module or ""
+        for alias in node.names:
+            target = _known(f"{source}.{alias.name}", modules)
+            if target is None or not target.startswith(f"{source}."):
+                target = _known(source, modules)  # a name defined in ``source``
+            if target is not None:
+                found.add(target)
+    return found
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports anywhere in its body."""
+    modules = module_files(root, package)
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_pkg) in modules.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            deps |= _imported(node, name, is_pkg, modules)
+        deps.discard(name)
+        graph[name] = deps
+    return graph
+
+
+def find_cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component of two or more modules, as a path
+    ``[a, b, ..., a]`` (Tarjan's algorithm, iterative; components and paths sorted)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(start, sorted(graph[start]))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, todo = work[-1]
+            if todo:
+                nxt = todo.pop(0)
+                if nxt not in graph:
+                    continue
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(graph[nxt])))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return [_cycle_path(graph, comp) for comp in sorted(components)]
+
+
+def _cycle_path(graph: Mapping[str, Iterable[str]], component: list[str]) -> list[str]:
+    """A shortest cycle through the component's first module, staying inside the component."""
+    members = set(component)
+    first = component[0]
+    parents: dict[str, str] = {}
+    frontier = [first]
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            for nxt in sorted(graph[node]):
+                if nxt == first:
+                    path = [node]
+                    while path[-1] != first:
+                        path.append(parents[path[-1]])
+                    return [*reversed(path), first]
+                if nxt in members and nxt not in parents and nxt != first:
+                    parents[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"no cycle through {first}")  # pragma: no cover - SCC guarantees one
+
+
+def _layer(module: str) -> str:
+    """``ragloom.retrieve.search`` -> ``retrieve``; ``ragloom`` -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+# -- the checks on ragloom ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph(SRC, PACKAGE)
+
+
+def test_graph_sees_the_whole_package(graph: dict[str, set[str]]) -> None:
+    assert {"ragloom", "ragloom.api", "ragloom.cli", "ragloom.retrieve.search"} <= set(graph)
+    # a lazy, function-level import is an edge (api imports the service's status reader inside
+    # Index.status)
+    assert "ragloom.service.status" in graph["ragloom.api"]
+
+
+def test_no_import_cycles(graph: dict[str, set[str]]) -> None:
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles in src/ragloom:\n" + "\n".join(
+        "  " + " -> ".join(c) for c in cycles
+    )
+
+
+def test_layers_import_downward_only(graph: dict[str, set[str]]) -> None:
+    bad: list[str] = []
+    for module, deps in sorted(graph.items()):
+        forbidden = LAYER_RULES.get(_layer(module), ())
+        for dep in sorted(deps):
+            if _layer(dep) in forbidden and _layer(dep) != _layer(module):
+                bad.append(f"{module} imports {dep}")
+    assert not bad, "imports against the layering (STYLE.md habit 11):\n" + "\n".join(bad)
+
+
+def test_nothing_imports_the_cli(graph: dict[str, set[str]]) -> None:
+    importers = sorted(
+        m
+        for m, deps in graph.items()
+        if _layer(m) != "cli" and any(_layer(d) == "cli" for d in deps)
+    )
+    assert not importers, f"the CLI is the top layer; imported by {importers}"
+
+
+# -- the checker itself ----------------------------------------------------------------------
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def test_checker_finds_lazy_relative_cycles(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "def f():\n    from .sub import b\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/b.py": "from ..c import thing\n",
+            "pkg/c.py": "import os\nif True:\n    import pkg.a\nthing = 1\n",
+            "pkg/d.py": "from pkg import c\nfrom . import sub\n",
+        },
+    )
+    g = import_graph(tmp_path, "pkg")
+    assert g["pkg.a"] == {"pkg.sub.b"}
+    assert g["pkg.sub.b"] == {"pkg.c"}
+    assert g["pkg.c"] == {"pkg.a"}
+    assert g["pkg.d"] == {"pkg.c", "pkg.sub"}
+    assert find_cycles(g) == [["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]]
+
+
+def test_checker_accepts_a_dag(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg.top import run\n",
+            "pkg/top.py": "from pkg.low import x\n\ndef run():\n    from pkg import low\n",
+            "pkg/low.py": "x = 1\n",
+        },
+    )
+    g = import_graph(tmp_path, "pkg")
+    assert g["pkg"] == {"pkg.top"}
+    assert find_cycles(g) == []

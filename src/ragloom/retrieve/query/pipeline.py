@@ -1,0 +1,117 @@
+"""The whole of query processing (tamma phase 2): :func:`process_query` runs the enabled steps
+of :class:`~ragloom.retrieve.query.config.QueryConfig` and returns a :class:`ProcessedQuery`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragloom.retrieve.query.config import QueryConfig
+from ragloom.retrieve.query.decomposition import decompose_query
+from ragloom.retrieve.query.entities import Entity, SymbolTable, entities_from_words
+from ragloom.retrieve.query.expansion import expand_words
+from ragloom.retrieve.query.language import detect_language, path_language
+from ragloom.retrieve.query.lexer import clean_text, lex
+
+__all__ = ["ProcessedQuery", "process_query"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessedQuery:
+    """What :func:`process_query` made of a question."""
+
+    original: str
+    dense_text: str
+    sparse_text: str
+    terms: tuple[str, ...] = ()
+    identifier_candidates: tuple[str, ...] = ()
+    synonyms_added: tuple[str, ...] = ()
+    sub_queries: tuple[ProcessedQuery, ...] = ()
+    entities: tuple[Entity, ...] = ()
+    language: str | None = None
+    steps: tuple[str, ...] = ()
+    exact_boost: bool = True
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the question had no searchable words."""
+        return not self.sparse_text and not self.dense_text
+
+
+def process_query(
+    query: str, cfg: QueryConfig | None = None, symbols: SymbolTable | None = None
+) -> ProcessedQuery:
+    """Run the enabled steps of :class:`QueryConfig` on a question (tamma phase 2).
+
+    ``steps`` lists the steps that ran, in order. A question with no searchable text gives an
+    empty ProcessedQuery (``is_empty``) rather than an error: the caller decides.
+    """
+    c = cfg if cfg is not None else QueryConfig()
+    return _process(query, c, symbols, top_level=True)
+
+
+def _process(
+    query: str, cfg: QueryConfig, symbols: SymbolTable | None, *, top_level: bool
+) -> ProcessedQuery:
+    dense = clean_text(query)
+    if not dense:
+        return ProcessedQuery(
+            original=query, dense_text="", sparse_text="", exact_boost=cfg.exact_boost
+        )
+    steps: list[str] = []
+    language: str | None = None
+    lang_spans: list[tuple[int, int]] = []
+    if cfg.detect_language:
+        steps.append("detect_language")
+        language, lang_spans = detect_language(dense)
+    words = [w for w in lex(dense) if not any(s <= w.start and w.end <= e for s, e in lang_spans)]
+    # Blank out language mentions so "in rust" does not become a BM25 term.
+    text = dense
+    for s, e in sorted(lang_spans, reverse=True):
+        text = text[:s] + " " * (e - s) + text[e:]
+    entities: list[Entity] = []
+    if cfg.extract_entities:
+        steps.append("extract_entities")
+        entities = entities_from_words(text, words, symbols)
+        if language is None and cfg.detect_language:
+            language = path_language(e.value for e in entities if e.kind == "file")
+    if cfg.expand_identifiers:
+        steps.append("expand_identifiers")
+    if cfg.synonyms:
+        steps.append("synonyms")
+    terms, cands, added = expand_words(
+        words, text, identifiers=cfg.expand_identifiers, synonyms=cfg.synonyms
+    )
+    if not terms:  # only filler words: keep them (once each) rather than search for nothing
+        firsts: dict[str, str] = {}
+        for w in words:
+            firsts.setdefault(w.text.lower(), w.text)
+        terms = list(firsts.values())
+    subs: tuple[ProcessedQuery, ...] = ()
+    if cfg.decompose and top_level:
+        steps.append("decompose")
+        parts = decompose_query(dense)
+        if parts:
+            sub_cfg = QueryConfig(
+                expand_identifiers=cfg.expand_identifiers,
+                synonyms=cfg.synonyms,
+                extract_entities=cfg.extract_entities,
+                exact_boost=cfg.exact_boost,
+                decompose=False,
+                detect_language=cfg.detect_language,
+                exact_min_confidence=cfg.exact_min_confidence,
+            )
+            subs = tuple(_process(p, sub_cfg, symbols, top_level=False) for p in parts)
+    return ProcessedQuery(
+        original=query,
+        dense_text=dense,
+        sparse_text=" ".join(terms),
+        terms=tuple(terms),
+        identifier_candidates=tuple(cands),
+        synonyms_added=tuple(added),
+        sub_queries=subs,
+        entities=tuple(entities),
+        language=language,
+        steps=tuple(steps),
+        exact_boost=cfg.exact_boost,
+    )

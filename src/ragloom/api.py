@@ -315,7 +315,7 @@ class Index:
         manifest = self._manifest()
         store = self._reader_store()
         chunks = store.chunk_count()
-        from ragloom.service.status import bm25_state_for_index
+        from ragloom.service.index_state import bm25_state_for_index
 
         bm25_state = bm25_state_for_index(self.index_dir)
         bm25_status = str(bm25_state.get("live_status", "uninitialized"))

@@ -32,6 +32,10 @@ skipped; once accepted it runs to completion and only its answer is dropped.
 Preconditions are checked when a command is accepted: Save only in Ready or Empty; Load not in
 Building or Error (ploke section 3 B lists Load from Uninitialized, Empty and Ready only; a
 Rebuild recovers from Error); IndexBatch, Remove and FinalizeSeed not in Error.
+
+The status values live in :mod:`ragloom.service.bm25_status`, the commands in
+:mod:`ragloom.service.bm25_commands`, the engine and document-source contracts in
+:mod:`ragloom.service.bm25_engine`; all are re-exported here.
 """
 
 from __future__ import annotations
@@ -43,18 +47,39 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, Generic, Literal, Protocol, TypeVar
-
-import numpy as np
-from opentelemetry import context as otel_context
+from typing import Any, Final, TypeVar
 
 from ragloom.errors import ChannelError, DbError, RagError, TimeoutError_
-from ragloom.index.bm25 import TantivyBm25
-from ragloom.index.store import Store
-from ragloom.index.tokenize import code_tokens
+from ragloom.service.bm25_commands import (
+    Command,
+    FinalizeSeed,
+    IndexBatch,
+    Load,
+    Rebuild,
+    Remove,
+    Save,
+    Search,
+    Status,
+)
+from ragloom.service.bm25_engine import (
+    Bm25Engine,
+    DocumentSource,
+    EngineFactory,
+    StoreDocumentSource,
+    tantivy_engine,
+    tokenised,
+)
+from ragloom.service.bm25_status import (
+    Bm25Status,
+    Building,
+    Empty,
+    Error,
+    Ready,
+    Uninitialized,
+    status_label,
+)
 from ragloom.service.persist import load_snapshot, save_snapshot
 from ragloom.telemetry import (
     EVENT_REBUILD_DONE,
@@ -100,205 +125,7 @@ stuck actor shows up as an error rather than unbounded memory)."""
 _GEN_PREFIX: Final = "gen-"
 """Engine folders inside the work directory are ``gen-<n>``."""
 
-
-# --------------------------------------------------------------------------------------------
-# Status
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Uninitialized:
-    """No engine yet: nothing was built, loaded or seeded."""
-
-    label: Literal["uninitialized"] = "uninitialized"
-
-
-@dataclass(frozen=True, slots=True)
-class Building:
-    """A Rebuild (or a Load from a non-Ready state) is queued or running."""
-
-    label: Literal["building"] = "building"
-
-
-@dataclass(frozen=True, slots=True)
-class Ready:
-    """The engine holds ``docs`` documents (exact, ``docs >= 1``)."""
-
-    docs: int
-    label: Literal["ready"] = "ready"
-
-
-@dataclass(frozen=True, slots=True)
-class Empty:
-    """The engine exists and holds no document."""
-
-    label: Literal["empty"] = "empty"
-
-
-@dataclass(frozen=True, slots=True)
-class Error:
-    """The last Rebuild or Load failed; ``message`` says why. A Rebuild recovers."""
-
-    message: str
-    label: Literal["error"] = "error"
-
-
-Bm25Status = Uninitialized | Building | Ready | Empty | Error
-"""``Uninitialized | Building | Ready(docs) | Empty | Error(message)`` (ploke section 3 A)."""
-
-
-def status_label(status: Bm25Status) -> str:
-    """``uninitialized``, ``building``, ``ready``, ``empty`` or ``error``."""
-    return status.label
-
-
-# --------------------------------------------------------------------------------------------
-# Engine and document source protocols
-# --------------------------------------------------------------------------------------------
-
-
-class Bm25Engine(Protocol):
-    """What the actor needs from a BM25 engine that lives in one folder."""
-
-    directory: Path
-
-    def search(self, query: str, k: int) -> list[tuple[int, float]]: ...
-
-    def rowids(self) -> np.ndarray: ...
-
-    def apply(self, add: Iterable[tuple[int, str]], remove: Sequence[int]) -> int: ...
-
-
-EngineFactory = Callable[[Path, bool], Bm25Engine]
-"""``factory(folder, create)``: a new empty engine (``create``) or the one stored there."""
-
-
-def tantivy_engine(directory: Path, create: bool) -> Bm25Engine:
-    """The default engine: :class:`~ragloom.index.bm25.TantivyBm25` in ``directory``."""
-    return TantivyBm25.reset(directory) if create else TantivyBm25(directory)
-
-
-class DocumentSource(Protocol):
-    """Where a Rebuild reads documents from: batches of ``(rowid, document text)``."""
-
-    def batches(self) -> Iterable[Sequence[tuple[int, str]]]: ...
-
-    def generation(self) -> int | None: ...
-
-
-class StoreDocumentSource:
-    """Documents of an index's SQLite store, as the indexer feeds BM25.
-
-    The text of each document is ``"<symbol> <path>\\n<chunk text>"``, which the actor
-    tokenises with :func:`~ragloom.index.tokenize.code_tokens`; that is exactly
-    :func:`ragloom.index.bm25.bm25_document`, so the actor's index equals the indexer's.
-    """
-
-    def __init__(self, db_path: Path, *, batch: int = 2000) -> None:
-        self.db_path = db_path
-        self.batch = batch
-
-    def batches(self) -> Iterable[Sequence[tuple[int, str]]]:
-        """Every chunk in rowid order, ``batch`` at a time (read-only connection)."""
-        store = Store(self.db_path, readonly=True)
-        try:
-            for rows in store.iter_chunk_texts(self.batch):
-                yield [(rowid, f"{head}\n{text}") for rowid, text, head in rows]
-        finally:
-            store.close()
-
-    def generation(self) -> int | None:
-        """The store's generation (bumped by every index run that changed chunks)."""
-        store = Store(self.db_path, readonly=True)
-        try:
-            return store.generation()
-        finally:
-            store.close()
-
-
-def _tokenised(docs: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str]]:
-    for rowid, text in docs:
-        yield int(rowid), " ".join(code_tokens(text))
-
-
-# --------------------------------------------------------------------------------------------
-# Commands
-# --------------------------------------------------------------------------------------------
-
 T = TypeVar("T")
-
-
-@dataclass(eq=False)
-class _Cmd(Generic[T]):
-    fut: asyncio.Future[T]
-    ctx: otel_context.Context = field(default_factory=otel_context.get_current)
-
-    name: str = field(default="", init=False)
-
-
-@dataclass(eq=False)
-class Search(_Cmd[list[tuple[int, float]]]):
-    """Top ``top_k`` (rowid, score); empty when there is no engine."""
-
-    query: str = ""
-    top_k: int = 10
-    name: str = field(default="search", init=False)
-
-
-@dataclass(eq=False)
-class IndexBatch(_Cmd[Bm25Status]):
-    """Add or replace documents ``(rowid, text)``; answers the status afterwards."""
-
-    docs: Sequence[tuple[int, str]] = ()
-    name: str = field(default="index_batch", init=False)
-
-
-@dataclass(eq=False)
-class Remove(_Cmd[Bm25Status]):
-    """Delete documents by rowid; answers the status afterwards."""
-
-    ids: Sequence[int] = ()
-    name: str = field(default="remove", init=False)
-
-
-@dataclass(eq=False)
-class Rebuild(_Cmd[Bm25Status]):
-    """Rebuild from the document source. ``fut`` answers on acceptance (Building); ``done``
-    answers the final status, or fails with DbError."""
-
-    done: asyncio.Future[Bm25Status] | None = None
-    name: str = field(default="rebuild", init=False)
-
-
-@dataclass(eq=False)
-class FinalizeSeed(_Cmd[Bm25Status]):
-    """End an IndexBatch seeding phase: make sure an engine exists; answers the status."""
-
-    name: str = field(default="finalize_seed", init=False)
-
-
-@dataclass(eq=False)
-class Status(_Cmd[Bm25Status]):
-    """The current status."""
-
-    name: str = field(default="status", init=False)
-
-
-@dataclass(eq=False)
-class Save(_Cmd[int]):
-    """Write a snapshot to ``path``; answers the bytes written."""
-
-    path: Path = field(default_factory=Path)
-    name: str = field(default="save", init=False)
-
-
-@dataclass(eq=False)
-class Load(_Cmd[int]):
-    """Restore the snapshot at ``path``; answers the bytes read."""
-
-    path: Path = field(default_factory=Path)
-    name: str = field(default="load", init=False)
-
 
 _STOP: Final = object()
 
@@ -396,7 +223,7 @@ class Bm25Actor:
                 left.append(q.get_nowait())
         for item in left:
             cmd = item[0] if isinstance(item, tuple) else item
-            if isinstance(cmd, _Cmd):
+            if isinstance(cmd, Command):
                 _fail(cmd.fut, closed)
                 if isinstance(cmd, Rebuild) and cmd.done is not None:
                     _fail(cmd.done, closed)
@@ -440,7 +267,7 @@ class Bm25Actor:
         self._engine = engine
 
     # -- client side --------------------------------------------------------------------
-    async def request(self, cmd: _Cmd[T], timeout_ms: float = DEFAULT_TIMEOUT_MS) -> T:
+    async def request(self, cmd: Command[T], timeout_ms: float = DEFAULT_TIMEOUT_MS) -> T:
         """Send ``cmd`` and wait for its answer at most ``timeout_ms``.
 
         Raises :class:`TimeoutError_` when the wait expires (the command is then skipped if
@@ -519,7 +346,7 @@ class Bm25Actor:
                 log.exception("bm25 actor: %s failed", cmd.name)
                 _fail(cmd.fut, _as_db_error(f"bm25 {cmd.name} failed", exc))
 
-    async def _dispatch(self, cmd: _Cmd[Any]) -> None:
+    async def _dispatch(self, cmd: Command[Any]) -> None:
         assert self._jobs is not None
         status = self.current_status
         if isinstance(cmd, Status):
@@ -585,7 +412,7 @@ class Bm25Actor:
             raise DbError(f"bm25 index is in error ({self._error}); rebuild before {what}")
         return self._engine
 
-    async def _do_write(self, cmd: _Cmd[Any]) -> None:
+    async def _do_write(self, cmd: Command[Any]) -> None:
         if isinstance(cmd, Save):
             engine = self._require_engine("save")
             if engine is None:
@@ -608,7 +435,7 @@ class Bm25Actor:
             if engine is None:
                 engine = await asyncio.to_thread(self._factory, self._new_engine_dir(), True)
                 self._swap(engine)
-            docs = list(_tokenised(cmd.docs)) if isinstance(cmd, IndexBatch) else []
+            docs = list(tokenised(cmd.docs)) if isinstance(cmd, IndexBatch) else []
             if docs or isinstance(cmd, FinalizeSeed):
                 await asyncio.to_thread(engine.apply, docs, [])
         _reply(cmd.fut, self.current_status)
@@ -621,7 +448,7 @@ class Bm25Actor:
         engine = self._factory(self._new_engine_dir(), True)
         try:
             docs = (doc for batch in source.batches() for doc in batch)
-            engine.apply(_tokenised(docs), [])
+            engine.apply(tokenised(docs), [])
         except BaseException:
             shutil.rmtree(engine.directory, ignore_errors=True)
             raise

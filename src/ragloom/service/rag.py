@@ -25,7 +25,7 @@ Strict behaviour is opt-in per call (``strict=True``) or in :class:`Bm25Config`
 :class:`SyncRagService`, the blocking twin, is here too. Settings and constants live in
 :mod:`ragloom.service.config`, the dense backend over an index folder in
 :mod:`ragloom.service.dense`, the on-disk BM25 state for ``ragloom status`` in
-:mod:`ragloom.service.status`; each is re-exported here.
+:mod:`ragloom.service.index_state`; each is re-exported here.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ from ragloom.service.config import (
     Hits,
 )
 from ragloom.service.dense import IndexDense
+from ragloom.service.index_state import bm25_state_for_index
 from ragloom.service.persist import DEFAULT_SNAPSHOT_NAME
-from ragloom.service.status import bm25_state_for_index
 from ragloom.telemetry import (
     EVENT_PERSISTENCE_DONE,
     EVENT_PERSISTENCE_FAILURE,

@@ -24,13 +24,14 @@ PACKAGE = "ragloom"
 
 CORE = ("ingest", "index", "embed", "retrieve", "assemble")
 """The pipeline's lower layers: they never import the service, entry points, eval or bench."""
+FOUNDATION = ("types", "errors", "paths", "telemetry", "logs", "_version")
+"""Modules at the bottom, below even the core."""
 ABOVE_CORE = ("service", "api", "cli", "bench", "eval")
 """What the core must not import (nor the ``ragloom`` package's own face, which re-exports
 the API)."""
 LAYER_RULES: dict[str, tuple[str, ...]] = {
     **{layer: (*ABOVE_CORE, "") for layer in CORE},
-    "types": (*ABOVE_CORE, ""),
-    "errors": (*ABOVE_CORE, ""),
+    **{module: (*ABOVE_CORE, "") for module in FOUNDATION},
     "service": ("api", "cli", "bench", "eval", ""),
     "eval": ("cli", "bench"),
     "bench": ("cli",),

@@ -1,13 +1,39 @@
-import os
-from pathlib import Path
+from __future__ import annotations
 
-from ragloom.ingest.walker import walk
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ragloom
+from ragloom.ingest import walker
+from ragloom.ingest.walker import SourceFile, read_source, walk
 
 
 def _write(root: Path, rel: str, data: bytes | str = "x = 1\n") -> None:
     p = root / rel
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
+def _rels(root: Path, **kwargs: Any) -> set[str]:
+    return {f.rel for f in walk(root, **kwargs).files}
+
+
+def _patch_scandir(monkeypatch: pytest.MonkeyPatch, hook: Any) -> None:
+    """Make the walker's folder listing call ``hook(directory, entries)`` before returning."""
+    real = os.scandir
+
+    @contextlib.contextmanager
+    def fake(path: str) -> Iterator[list[os.DirEntry[str]]]:
+        with real(path) as it:
+            entries = list(it)
+        yield hook(path, entries)
+
+    monkeypatch.setattr(walker.os, "scandir", fake)
 
 
 def test_walk_honours_ignores_and_counts_skips(tmp_path: Path) -> None:
@@ -52,16 +78,206 @@ def test_walk_honours_ignores_and_counts_skips(tmp_path: Path) -> None:
     assert sk["too_large"] == 1
 
 
+def test_walk_lists_files_sorted_by_path(tmp_path: Path) -> None:
+    for rel in ("a/b.py", "a.py", "a-b.py", "z/y/x.py"):
+        _write(tmp_path, rel)
+    rels = [f.rel for f in walk(tmp_path).files]
+    assert rels == sorted(rels) == ["a-b.py", "a.py", "a/b.py", "z/y/x.py"]
+
+
 def test_walk_skips_symlink_escaping_root(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     root = tmp_path / "root"
     _write(outside, "secret.py")
     _write(root, "a.py")
     os.symlink(outside / "secret.py", root / "link.py")
-    os.symlink(root / "a.py", root / "inner_link.py")
+    os.symlink(outside, root / "linked_dir")
     res = walk(root)
-    assert {f.rel for f in res.files} == {"a.py", "inner_link.py"}
-    assert res.skipped["symlink"] == 1
+    assert _rels(root) == {"a.py"}
+    assert res.skipped["symlink_outside"] == 2
+    assert "symlink" not in res.skipped
+
+
+def test_walk_indexes_a_link_inside_the_root_once(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py")
+    _write(tmp_path, "pkg/mod.py")
+    os.symlink("a.py", tmp_path / "inner_link.py")
+    os.symlink(tmp_path / "pkg" / "mod.py", tmp_path / "abs_link.py")
+    os.symlink("pkg", tmp_path / "pkg_link")  # a folder link inside the root: not followed
+    res = walk(tmp_path)
+    assert [f.rel for f in res.files] == ["a.py", "pkg/mod.py"]
+    assert res.skipped == {"symlink": 3}
+
+
+def test_walk_counts_symlink_cycles(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py")
+    _write(tmp_path, "sub/deep/b.py")
+    os.symlink("self", tmp_path / "self")  # x -> x
+    (tmp_path / "loops").mkdir()
+    os.symlink("b", tmp_path / "loops" / "a")  # a -> b -> a
+    os.symlink("a", tmp_path / "loops" / "b")
+    os.symlink("..", tmp_path / "sub" / "deep" / "up")  # a folder enclosing the link
+    os.symlink(".", tmp_path / "sub" / "here")
+    os.symlink(tmp_path, tmp_path / "sub" / "root_link")
+    os.symlink("/", tmp_path / "slash")
+    res = walk(tmp_path)
+    assert [f.rel for f in res.files] == ["a.py", "sub/deep/b.py"]
+    assert res.skipped == {"symlink_loop": 7}
+
+
+def test_walk_counts_dangling_links(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py")
+    _write(tmp_path, "file.txt")
+    os.symlink("missing.py", tmp_path / "dangling.py")
+    os.symlink("file.txt/below", tmp_path / "through_a_file")  # ENOTDIR
+    os.symlink("dangling.py", tmp_path / "chain_to_dangling")
+    res = walk(tmp_path)
+    assert [f.rel for f in res.files] == ["a.py", "file.txt"]
+    assert res.skipped == {"symlink_dangling": 3}
+
+
+def test_walk_ignore_rules_apply_to_links_first(tmp_path: Path) -> None:
+    _write(tmp_path, ".gitignore", "loop\n")
+    os.symlink("loop", tmp_path / "loop")
+    assert walk(tmp_path).skipped == {"gitignored": 1}
+
+
+def test_walk_does_not_follow_a_symlinked_ignore_file(tmp_path: Path) -> None:
+    _write(tmp_path, "rules", "*.py\n")
+    _write(tmp_path, "a.py")
+    os.symlink("rules", tmp_path / ".gitignore")
+    res = walk(tmp_path)
+    assert _rels(tmp_path) == {"a.py", "rules"}
+    assert res.skipped == {"symlink": 1}
+
+
+def test_walk_ignore_file_that_is_a_fifo_does_not_block(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py")
+    os.mkfifo(tmp_path / ".ragloomignore")
+    res = walk(tmp_path)
+    assert _rels(tmp_path) == {"a.py"}
+    assert res.skipped == {"special": 1}
+
+
+def test_walk_counts_special_files(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py")
+    os.mkfifo(tmp_path / "pipe.py")
+    res = walk(tmp_path)
+    assert _rels(tmp_path) == {"a.py"}
+    assert res.skipped == {"special": 1}
+
+
+def test_walk_mode_000_folder_and_file(tmp_path: Path) -> None:
+    """Real permissions: skipped when they bite, listed when (as root) they do not."""
+    _write(tmp_path, "a.py")
+    _write(tmp_path, "locked/inner.py")
+    _write(tmp_path, "closed.py")
+    (tmp_path / "locked").chmod(0)
+    (tmp_path / "closed.py").chmod(0)
+    try:
+        res = walk(tmp_path)
+        folder_blocked = not os.access(tmp_path / "locked", os.R_OK)
+        file_blocked = not os.access(tmp_path / "closed.py", os.R_OK)
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+        (tmp_path / "closed.py").chmod(0o644)
+    expected = {"a.py"}
+    if not folder_blocked:
+        expected.add("locked/inner.py")
+    if not file_blocked:
+        expected.add("closed.py")
+    assert {f.rel for f in res.files} == expected
+    assert res.skipped["unreadable"] == int(folder_blocked) + int(file_blocked)
+
+
+def test_walk_counts_unreadable_folder_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write(tmp_path, "a.py")
+    _write(tmp_path, "locked/inner.py")
+    _write(tmp_path, "locked/more/deeper.py")
+    locked = str(tmp_path / "locked")
+
+    def hook(path: str, entries: list[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
+        if path == locked:
+            raise PermissionError(13, "Permission denied", path)
+        return entries
+
+    _patch_scandir(monkeypatch, hook)
+    res = walk(tmp_path)
+    assert _rels(tmp_path) == {"a.py"}
+    assert res.skipped == {"unreadable": 1}
+
+
+def test_walk_counts_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path, "a.py")
+    _write(tmp_path, "closed.py")
+    real_access = os.access
+    closed = str(tmp_path / "closed.py")
+
+    def access(path: Any, mode: int, **kwargs: Any) -> bool:
+        return False if str(path) == closed else real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(walker.os, "access", access)
+    res = walk(tmp_path)
+    assert [f.rel for f in res.files] == ["a.py"]
+    assert res.skipped == {"unreadable": 1}
+
+
+def test_walk_counts_entries_vanishing_after_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write(tmp_path, "a.py")
+    _write(tmp_path, "gone.py")
+    _write(tmp_path, "gone_dir/x.py")
+    os.symlink("a.py", tmp_path / "gone_link")
+    root = str(tmp_path)
+
+    def hook(path: str, entries: list[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
+        if path == root:  # deleted after the listing, before the walker looks closer
+            (tmp_path / "gone.py").unlink()
+            (tmp_path / "gone_dir" / "x.py").unlink()
+            (tmp_path / "gone_dir").rmdir()
+            (tmp_path / "gone_link").unlink()
+        return entries
+
+    _patch_scandir(monkeypatch, hook)
+    res = walk(tmp_path)
+    assert [f.rel for f in res.files] == ["a.py"]
+    assert res.skipped == {"vanished": 3}
+
+
+def test_walk_counts_names_that_are_not_utf8(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py")
+    with open(os.path.join(os.fsencode(tmp_path), b"bad\xff.py"), "wb") as fh:
+        fh.write(b"x = 1\n")
+    res = walk(tmp_path)
+    assert [f.rel for f in res.files] == ["a.py"]
+    assert res.skipped == {"bad_name": 1}
+
+
+def test_walk_a_root_given_through_a_link(tmp_path: Path) -> None:
+    _write(tmp_path, "real/a.py")
+    os.symlink(tmp_path / "real", tmp_path / "alias")
+    res = walk(tmp_path / "alias")
+    assert [f.rel for f in res.files] == ["a.py"]
+    assert res.files[0].abs == tmp_path.resolve() / "real" / "a.py"
+
+
+def test_walk_deep_tree_has_no_recursion_limit(tmp_path: Path) -> None:
+    depth = 1200  # deeper than Python's default recursion limit
+    chain = [str(tmp_path)]
+    try:
+        for _ in range(depth):  # not os.makedirs: it recurses
+            chain.append(os.path.join(chain[-1], "d"))
+            os.mkdir(chain[-1])
+        _write(Path(chain[-1]), "leaf.py")
+        assert [f.rel.count("/") for f in walk(tmp_path).files] == [depth]
+    finally:  # removed here: shutil.rmtree (pytest's clean-up) recurses too
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(chain[-1], "leaf.py"))
+        for path in reversed(chain[1:]):
+            os.rmdir(path)
 
 
 def test_walk_skips_index_dir(tmp_path: Path) -> None:
@@ -69,3 +285,87 @@ def test_walk_skips_index_dir(tmp_path: Path) -> None:
     _write(tmp_path, "myindex/index.sqlite", "x")
     res = walk(tmp_path, index_dir=tmp_path / "myindex")
     assert [f.rel for f in res.files] == ["a.py"]
+    assert res.skipped == {"excluded_dir": 1}
+
+
+# read_source: the indexer's read of a walked file
+
+
+def _walked(root: Path, rel: str) -> SourceFile:
+    (sf,) = [f for f in walk(root).files if f.rel == rel]
+    return sf
+
+
+def test_read_source_returns_bytes_and_fresh_stat(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py", "x = 1\n")
+    sf = _walked(tmp_path, "a.py")
+    (tmp_path / "a.py").write_text("x = 1\ny = 2\n")  # changed size after the walk
+    got = read_source(sf, 1000)
+    assert not isinstance(got, str)
+    fresh, data = got
+    assert data == b"x = 1\ny = 2\n"
+    assert fresh.size == len(data) != sf.size and fresh.rel == sf.rel
+    assert fresh.mtime == (tmp_path / "a.py").stat().st_mtime
+
+
+def test_read_source_reasons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for rel in ("gone.py", "grown.py", "linked.py", "piped.py", "closed.py"):
+        _write(tmp_path, rel)
+    walked = {f.rel: f for f in walk(tmp_path).files}
+    (tmp_path / "gone.py").unlink()
+    (tmp_path / "grown.py").write_text("x" * 5000)
+    (tmp_path / "linked.py").unlink()
+    os.symlink("/etc/hostname", tmp_path / "linked.py")  # swapped for a link: never followed
+    (tmp_path / "piped.py").unlink()
+    os.mkfifo(tmp_path / "piped.py")  # swapped for a FIFO: must not block
+    real_open = os.open
+    closed = str(tmp_path / "closed.py")
+
+    def fake_open(path: Any, flags: int, *args: Any) -> int:
+        if str(path) == closed:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(walker.os, "open", fake_open)
+    assert read_source(walked["gone.py"], 1000) == "vanished"
+    assert read_source(walked["grown.py"], 1000) == "too_large"
+    assert read_source(walked["linked.py"], 1000) == "vanished"
+    assert read_source(walked["piped.py"], 1000) == "special"
+    assert read_source(walked["closed.py"], 1000) == "unreadable"
+
+
+# the indexer's scan loop
+
+
+def test_index_counts_files_vanishing_between_walk_and_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragloom.index import indexer
+
+    _write(tmp_path, "a.py", "def marker_kept():\n    return 1\n")
+    _write(tmp_path, "gone.py", "def marker_gone():\n    return 2\n")
+    _write(tmp_path, "closed.py", "def marker_closed():\n    return 3\n")
+    real_walk = indexer.walk
+    real_open = os.open
+    closed = str(tmp_path / "closed.py")
+
+    def walk_then_delete(*args: Any, **kwargs: Any) -> walker.WalkResult:
+        res = real_walk(*args, **kwargs)
+        (tmp_path / "gone.py").unlink()
+        return res
+
+    def fake_open(path: Any, flags: int, *args: Any) -> int:
+        if str(path) == closed:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(indexer, "walk", walk_then_delete)
+    monkeypatch.setattr(walker.os, "open", fake_open)
+    idx = ragloom.open(tmp_path)
+    try:
+        stats = idx.index(embed=False)
+    finally:
+        idx.close()
+    assert stats.files_scanned == 1
+    assert stats.files_skipped["vanished"] == 1
+    assert stats.files_skipped["unreadable"] == 1

@@ -123,11 +123,12 @@ def sync_vectors(
     return len(add)
 
 
-def _read(sf: SourceFile) -> bytes | None:
-    try:
-        return sf.abs.read_bytes()
-    except OSError:
-        return None
+def _read(sf: SourceFile, max_bytes: int) -> tuple[SourceFile, bytes] | str:
+    """A walked file's bytes (and its size and mtime as read), or why it is skipped now:
+    ``vanished`` (deleted since the walk), ``unreadable``, ``too_large``, ``special``."""
+    from ragloom.ingest.walker import read_source
+
+    return read_source(sf, max_bytes)
 
 
 def update_index(
@@ -154,10 +155,11 @@ def update_index(
     seen: set[str] = set()
     progress("scan", 0, len(walked.files))
     for i, sf in enumerate(walked.files):
-        data = _read(sf)
-        if data is None:
-            skipped["unreadable"] += 1
+        got = _read(sf, max_file_bytes)
+        if isinstance(got, str):
+            skipped[got] += 1
             continue
+        sf, data = got
         if is_binary(data):
             skipped["binary"] += 1
             continue

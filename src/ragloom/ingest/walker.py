@@ -2,16 +2,35 @@
 
 Honours ``.gitignore`` files at every level (git's own matching rules via ``pathspec``) and
 ``.ragloomignore`` files with the same syntax; skips vendored and build folders, the index
-folder, binaries, files above the size cap, secret-looking files and symlinks that leave the
-root. Every skip is counted by reason.
+folder, binaries, files above the size cap, secret-looking files and symlinks. Every entry the
+walk meets is either listed or counted under exactly one skip reason, and no single entry can
+abort the walk (a symlink cycle, a file deleted mid-walk, a folder without permissions...).
+
+Symlinks are never followed, to files or to folders, the way git stores them as links: a link
+whose target lies inside the root is counted ``symlink`` and its target is indexed once, under
+its own path, if it is indexable there. Other links are counted by what they point at:
+
+=====================  =====================================================================
+``symlink``            target inside the root (file or folder): indexed under its own path
+``symlink_outside``    target outside the root
+``symlink_loop``       a cycle (``x -> x``, ``a -> b -> a``) or a folder enclosing the link
+``symlink_dangling``   target does not exist
+=====================  =====================================================================
+
+The other reasons: ``excluded_dir``, ``gitignored``, ``ragloomignored``, ``secret``,
+``binary``, ``too_large``, ``special`` (FIFOs, sockets, devices), ``unreadable`` (no
+permission, I/O error; an unreadable folder counts once), ``vanished`` (deleted between the
+directory listing and the next look; the indexer counts files deleted between walk and read
+the same way) and ``bad_name`` (a name that is not valid UTF-8: it could not be stored).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pathspec
@@ -23,6 +42,7 @@ __all__ = [
     "SourceFile",
     "WalkResult",
     "is_binary",
+    "read_source",
     "walk",
 ]
 
@@ -156,6 +176,10 @@ BINARY_EXTENSIONS = frozenset(
 """Extensions treated as binary without reading the file."""
 
 _SNIFF_BYTES = 8192
+_IGNORE_FILE_MAX_BYTES = 1_000_000
+_MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG})
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+"""No following a link swapped in after the walk, no blocking on a FIFO swapped in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,14 +203,91 @@ def is_binary(head: bytes) -> bool:
     return b"\x00" in head[:_SNIFF_BYTES]
 
 
-def _load_spec(directory: Path, name: str) -> pathspec.GitIgnoreSpec | None:
-    path = directory / name
+def _os_reason(exc: OSError) -> str:
+    return "vanished" if isinstance(exc, FileNotFoundError) else "unreadable"
+
+
+def _read_regular(path: str | Path, max_bytes: int) -> tuple[bytes, os.stat_result] | str:
+    """At most ``max_bytes`` of a regular file (never through a link), or why not."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        # ELOOP under O_NOFOLLOW: the walked file was replaced by a link since.
+        return "vanished" if exc.errno == errno.ELOOP else _os_reason(exc)
+    try:
+        with open(fd, "rb", closefd=True) as fh:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return "special"
+            if st.st_size > max_bytes:
+                return "too_large"
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        return _os_reason(exc)
+    if len(data) > max_bytes:
+        return "too_large"
+    return data, st
+
+
+def read_source(sf: SourceFile, max_bytes: int) -> tuple[SourceFile, bytes] | str:
+    """The bytes of a walked file with its size and mtime as read, or the skip reason.
+
+    The file may have changed since the walk: it is read as it is now, and the returned
+    ``SourceFile`` carries the size and mtime seen at open time (a later change shows as stale).
+    A file deleted since the walk is ``vanished``, one that lost its permissions ``unreadable``,
+    one that grew past the cap ``too_large``.
+    """
+    got = _read_regular(sf.abs, max_bytes)
+    if isinstance(got, str):
+        return got
+    data, st = got
+    if st.st_size != sf.size or st.st_mtime != sf.mtime:
+        sf = replace(sf, size=st.st_size, mtime=st.st_mtime)
+    return sf, data
+
+
+def _load_spec(directory: str, name: str) -> pathspec.GitIgnoreSpec | None:
+    # Like git (2.32+), an ignore file that is a symlink is not followed; nor is anything but
+    # a regular file read (a FIFO named .gitignore would block the walk).
+    got = _read_regular(os.path.join(directory, name), _IGNORE_FILE_MAX_BYTES)
+    if isinstance(got, str):
         return None
+    lines = got[0].decode("utf-8", errors="replace").splitlines()
     spec = pathspec.GitIgnoreSpec.from_lines(lines)
     return spec if len(spec.patterns) else None
+
+
+def _within(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or below it (both absolute, normalised)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _link_reason(path: str, parent: str, root: str) -> str:
+    """Why the symlink at ``path`` (in folder ``parent``) is not indexed."""
+    try:
+        st = os.stat(path)  # follows the chain: ELOOP on a cycle, ENOENT when dangling
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink_loop"
+        if exc.errno in _MISSING:
+            try:
+                os.lstat(path)
+            except OSError as gone:
+                return _os_reason(gone)  # the link itself is gone
+            return "symlink_dangling"
+        return "unreadable"
+    try:
+        target = os.path.realpath(path)  # non-strict: never raises on a cycle
+    except (OSError, RuntimeError, ValueError):
+        return "unreadable"
+    if stat.S_ISDIR(st.st_mode) and _within(parent, target):
+        return "symlink_loop"  # a folder enclosing the link: following it would never end
+    if not _within(target, root):
+        return "symlink_outside"
+    return "symlink"
+
+
+_Spec = tuple[str, pathspec.GitIgnoreSpec, str]
 
 
 def walk(
@@ -195,14 +296,17 @@ def walk(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     index_dir: Path | None = None,
 ) -> WalkResult:
-    """Every indexable file under ``root`` (sorted by path) and the skip counts by reason."""
-    root = root.resolve()
-    result = WalkResult()
-    index_real = index_dir.resolve() if index_dir is not None else None
-    # Stack of (directory relative to root, spec, reason) from every ignore file above.
-    specs: list[tuple[str, pathspec.GitIgnoreSpec, str]] = []
+    """Every indexable file under ``root`` (sorted by path) and the skip counts by reason.
 
-    def ignored(rel: str, is_dir: bool) -> str | None:
+    Never raises because of one entry: each entry of the tree is either listed in ``files`` or
+    counted once in ``skipped``; a folder that cannot be listed is counted once.
+    """
+    root_real = os.path.realpath(root)
+    index_real = os.path.realpath(index_dir) if index_dir is not None else None
+    result = WalkResult()
+    skipped = result.skipped
+
+    def ignored(specs: tuple[_Spec, ...], rel: str, is_dir: bool) -> str | None:
         for base, spec, reason in specs:
             if base and not rel.startswith(base + "/"):
                 continue
@@ -211,69 +315,73 @@ def walk(
                 return reason
         return None
 
-    def visit(directory: Path, rel_dir: str) -> Iterator[None]:
-        pushed = 0
+    def file_reason(specs: tuple[_Spec, ...], path: str, name: str, rel: str) -> str | None:
+        reason = ignored(specs, rel, False)
+        if reason:
+            return reason
+        if SECRET_PATTERNS.match_file(name):
+            return "secret"
+        if os.path.splitext(name)[1].lower() in BINARY_EXTENSIONS:
+            return "binary"
+        return None
+
+    # Depth first with an explicit stack (no recursion limit on deep trees); folders hold
+    # (absolute path, path relative to root, ignore specs of every folder above).
+    stack: list[tuple[str, str, tuple[_Spec, ...]]] = [(root_real, "", ())]
+    while stack:
+        directory, rel_dir, specs = stack.pop()
         for name, why in ((".gitignore", "gitignored"), (".ragloomignore", "ragloomignored")):
             spec = _load_spec(directory, name)
             if spec is not None:
-                specs.append((rel_dir, spec, why))
-                pushed += 1
+                specs = (*specs, (rel_dir, spec, why))
         try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except OSError:
-            result.skipped["unreadable"] += 1
-            entries = []
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as exc:
+            skipped[_os_reason(exc)] += 1
+            continue
+        subdirs: list[tuple[str, str, tuple[_Spec, ...]]] = []
         for entry in entries:
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            path, name = entry.path, entry.name
+            rel = f"{rel_dir}/{name}" if rel_dir else name
             try:
-                is_link = entry.is_symlink()
-                is_dir = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                result.skipped["unreadable"] += 1
+                rel.encode("utf-8")
+            except UnicodeEncodeError:
+                skipped["bad_name"] += 1  # undecodable bytes: the store holds UTF-8 text
                 continue
-            if is_dir:
-                if entry.name in EXCLUDED_DIRS:
-                    result.skipped["excluded_dir"] += 1
-                    continue
-                if index_real is not None and Path(entry.path).resolve() == index_real:
-                    result.skipped["excluded_dir"] += 1
-                    continue
-                dir_reason = ignored(rel, True)
-                if dir_reason:
-                    result.skipped[dir_reason] += 1
-                    continue
-                yield from visit(Path(entry.path), rel)
-                continue
-            if is_link:
-                target = Path(entry.path).resolve()
-                if not target.is_relative_to(root) or target.is_dir():
-                    result.skipped["symlink"] += 1
-                    continue
-            file_reason = ignored(rel, False)
-            if file_reason:
-                result.skipped[file_reason] += 1
-                continue
-            if SECRET_PATTERNS.match_file(entry.name):
-                result.skipped["secret"] += 1
-                continue
-            if Path(entry.name).suffix.lower() in BINARY_EXTENSIONS:
-                result.skipped["binary"] += 1
-                continue
+            reason: str | None
             try:
-                st = entry.stat()
-            except OSError:
-                result.skipped["unreadable"] += 1
-                continue
-            if not os.path.isfile(entry.path):
-                result.skipped["special"] += 1
-                continue
-            if st.st_size > max_file_bytes:
-                result.skipped["too_large"] += 1
-                continue
-            result.files.append(SourceFile(rel, Path(entry.path), st.st_size, st.st_mtime))
-        del specs[len(specs) - pushed :]
-        yield None
-
-    for _ in visit(root, ""):
-        pass
+                if entry.is_symlink():  # like git, a link is an entry of its own, not a folder
+                    reason = ignored(specs, rel, False) or _link_reason(path, directory, root_real)
+                    skipped[reason] += 1
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if name in EXCLUDED_DIRS or path == index_real:
+                        skipped["excluded_dir"] += 1
+                        continue
+                    reason = ignored(specs, rel, True)
+                    if reason:
+                        skipped[reason] += 1
+                        continue
+                    subdirs.append((path, rel, specs))
+                    continue
+                reason = file_reason(specs, path, name, rel)
+                if reason:
+                    skipped[reason] += 1
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode):
+                    skipped["special"] += 1
+                elif st.st_size > max_file_bytes:
+                    skipped["too_large"] += 1
+                elif not os.access(path, os.R_OK):
+                    skipped["unreadable"] += 1
+                else:
+                    result.files.append(SourceFile(rel, Path(path), st.st_size, st.st_mtime))
+            except OSError as exc:
+                skipped[_os_reason(exc)] += 1
+            except (RuntimeError, ValueError):
+                skipped["unreadable"] += 1
+        stack.extend(reversed(subdirs))
+    result.files.sort(key=lambda f: f.rel)
     return result

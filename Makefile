@@ -7,7 +7,7 @@ DEMO_PATH ?= .
 DEMO_QUERY ?= $(shell cat scripts/demo-query.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint unit bench eval eval-data clean model
+.PHONY: demo test lint unit fuzz bench eval eval-data clean model
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ unit: $(STAMP)
 
 test: lint unit
 
+# A long fuzz campaign (at least 10,000 cases per target; about half an hour on 2 cores):
+# the counts and the result are written to docs/fuzzing.md.
+FUZZ_EXAMPLES ?= 10000
+fuzz: $(STAMP)
+	$(PY) scripts/fuzz_campaign.py --examples $(FUZZ_EXAMPLES) --out docs/fuzzing.md
+
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
 	$(VENV)/bin/ragloom bench --work-dir bench-out --out docs/benchmarks.md
@@ -50,4 +56,4 @@ model: $(STAMP)
 	$(PY) scripts/export_model.py
 
 clean:
-	rm -rf $(VENV) .ragloom .pytest_cache .mypy_cache .ruff_cache eval-out bench-out
+	rm -rf $(VENV) .ragloom .pytest_cache .mypy_cache .ruff_cache eval-out bench-out fuzz-out

@@ -32,6 +32,7 @@ from ragloom.index.tokenize import TOKENIZER_VERSION
 from ragloom.index.vectors import HnswVectors
 from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES, is_binary, walk
+from ragloom.paths import existing_dir
 from ragloom.retrieve.config import RetrievalStrategy
 from ragloom.retrieve.reader import DB_NAME, index_manifest, open_retriever
 from ragloom.retrieve.search import DEFAULT_STRATEGY, Retriever, SearchResult
@@ -118,11 +119,7 @@ class Index:
     @classmethod
     def at(cls, path: str | os.PathLike[str], *, embedder: str | Embedder | None = None) -> Index:
         """Open by a repository root (its ``.ragloom`` folder) or by an index folder."""
-        p = Path(path).expanduser()
-        if not p.exists():
-            raise InputError(f"path not found: {p}")
-        if not p.is_dir():
-            raise InputError(f"not a directory: {p}")
+        p = existing_dir(path)
         if (p / DB_NAME).exists():
             manifest = read_manifest(p)
             root = (p / manifest.root).resolve() if manifest else p.parent

@@ -21,6 +21,7 @@ from ragloom.errors import RagError
 
 __all__ = [
     "INTERNAL_ERROR_EXIT",
+    "RagloomGroup",
     "cli",
     "echo_json",
     "handle_errors",
@@ -118,7 +119,48 @@ def open_for_read(index_dir: str | None, embedder: str | None = None) -> Any:
     return ragloom.open(index_dir, embedder=embedder)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class RagloomGroup(click.Group):
+    """The command group: a usage error is one ``error:`` line too, like every other failure.
+
+    click's own format (usage, a hint, a blank line, ``Error: ...``) is four lines; scripts and
+    agents reading stderr get one line, with the command's ``--help`` named in it. The exit
+    code stays click's (2 for a usage error).
+    """
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        for i, arg in enumerate(args or ()):
+            if isinstance(arg, str) and "\x00" in arg:  # execve cannot pass one; main() can
+                click.echo(f"error: argument {i + 1} contains a NUL byte", err=True)
+                sys.exit(2)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else prog_name or "ragloom"
+            message = " ".join(exc.format_message().split())
+            click.echo(f"error: {message} (see '{where} --help')", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except RagError as exc:  # a command without @handle_errors: the same one line
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=RagloomGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ragloom")
 @click.option("-v", "--verbose", count=True, help="More logging (structured, on stderr).")
 def cli(verbose: int) -> None:

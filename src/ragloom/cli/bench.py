@@ -137,6 +137,7 @@ def _emit_bench(results: dict[str, object], command: str, out: Path | None, as_j
 @click.option("--work-dir", type=click.Path(path_type=Path), default=Path("bench-out"))
 @click.option("--out", type=click.Path(path_type=Path), help="Append the Markdown here.")
 @click.option("--json-out", type=click.Path(path_type=Path), help="Write the results as JSON.")
+@handle_errors
 def bench_scale_cmd(
     index_dirs: tuple[Path, ...],
     runs: int,

@@ -39,13 +39,12 @@ def index_cmd(
 ) -> None:
     """Index PATH (build, or update only what changed)."""
     import ragloom
-    from ragloom.errors import InputError
     from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES
+    from ragloom.paths import existing_dir, path_exists
 
-    if not path.exists():
-        raise InputError(f"path not found: {path}")
-    if not path.is_dir():
-        raise InputError(f"not a directory: {path}")
+    path = existing_dir(path)
+    if index_dir is not None:
+        path_exists(index_dir)  # a NUL byte or an over-long name is bad input, said once
     idx = ragloom.Index(path, index_dir or path / ".ragloom", embedder=model)
     show = not no_progress and sys.stderr.isatty()
     with progress_bars(show) as progress:

@@ -76,6 +76,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_STRATEGY",
+    "MAX_TOP_K",
     "QUERY_STEP_FLAGS",
     "STRATEGIES",
     "Retriever",
@@ -117,6 +118,9 @@ seed's k=60 on both datasets; BM25 at 0.75 was best on the docstring dataset).""
 KEYWORD_RRF = RrfConfig(k=10.0, weight_bm25=3.0, weight_dense=1.0)
 """RRF of the default strategy for keyword queries (``query_style``): BM25 leads, dense breaks
 near ties (docs/ranking.md, Tuning)."""
+MAX_TOP_K = 10_000
+"""Largest ``top_k`` a search accepts: far above what fits any context budget, and a bound on
+what the engines allocate (tantivy panics on a collector of 10**20 slots)."""
 MAX_MISSING_ENTITY_IDS = 3
 """A named symbol that retrieval missed is fetched from the store when it names at most this
 many chunks (more is an ambiguous name like ``run``: better left to retrieval)."""
@@ -357,6 +361,8 @@ class Retriever:
         """Rank chunks for ``query``; see the module docstring for the stages."""
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ConfigError(f"top_k must be an integer >= 1, got {top_k!r}")
+        if top_k > MAX_TOP_K:
+            raise ConfigError(f"top_k must be at most {MAX_TOP_K}, got {top_k!r}")
         spec = parse_search_spec(strategy)
         strat, qc, name = spec.strategy, spec.query_config, spec.name
         if query_config is not None:

@@ -14,6 +14,9 @@ from ragloom.ingest.chunker import (
     WINDOW_LINES,
     chunk_file,
     detect_language,
+    head_id,
+    is_part,
+    part_label,
 )
 from ragloom.ingest.ids import chunk_id, file_hash, text_hash
 from ragloom.types import Chunk
@@ -329,13 +332,21 @@ def test_large_function_is_split_with_signature() -> None:
     chunks = [c for c in chunk_file("big.py", data, "h") if c.kind == "function"]
     assert len(chunks) >= 3
     assert all(c.symbol == "big" for c in chunks)
-    assert chunks[0].id == chunk_id("code", "big.py", "big", "function")
+    head = chunk_id("code", "big.py", "big", "function")
+    assert chunks[0].id == head
+    assert not is_part(head) and head_id(head) == head
+    assert part_label(head, chunks[0].text) is None
+    n = len(chunks)
     for i, c in enumerate(chunks[1:], 2):
-        assert c.id == chunk_id("code", "big.py", f"big#part{i}", "function")
-        assert c.text.startswith("def big(a, b):\n    value_")
+        # later parts: id "<first part's id>#part<k>", a label line, then the signature
+        assert c.id == f"{head}#part{i}"
+        assert is_part(c.id) and head_id(c.id) == head
+        label = f"# big (part {i} of {n})\n"
+        assert part_label(c.id, c.text) == f"big (part {i} of {n})"
+        assert c.text.startswith(label + "def big(a, b):\n    value_")
         # the rest is the part's own statements, which is what the span points at
         assert (
-            c.text.removeprefix("def big(a, b):\n")
+            c.text.removeprefix(label + "def big(a, b):\n")
             == data[data.rfind(b"\n", 0, c.start_byte) + 1 : c.end_byte].decode()
         )
     assert chunks[0].text == _slice(data, chunks[0])
@@ -356,8 +367,10 @@ def test_large_go_function_repeats_signature() -> None:
     parts = [c for c in chunk_file("p.go", data, "h") if c.kind == "method"]
     assert len(parts) >= 2
     assert {c.symbol for c in parts} == {"S.Run"}
-    for c in parts[1:]:
-        assert c.text.startswith("func (s *S) Run(n int) error {\n\tfmt.Println(")
+    for k, c in enumerate(parts[1:], 2):
+        assert c.text.startswith(
+            f"// S.Run (part {k} of {len(parts)})\nfunc (s *S) Run(n int) error {{\n\tfmt.Println("
+        )
     assert parts[-1].text.endswith("return nil\n}")
 
 
@@ -380,11 +393,30 @@ def test_large_class_splits_with_header() -> None:
     chunks = chunk_file("c.py", data, "h")
     classes = [c for c in chunks if c.kind == "class"]
     assert len(classes) >= 2
-    for c in classes[1:]:
-        assert c.text.startswith("class Big(Base):\n    ")
+    for k, c in enumerate(classes[1:], 2):
+        assert c.text.startswith(f"# Big (part {k} of {len(classes)})\nclass Big(Base):\n    ")
     method = next(c for c in chunks if c.kind == "method")
     assert method.parent_id == classes[0].id
     assert all(len(c.text.encode()) <= MAX_CHUNK_BYTES for c in chunks)
+
+
+def test_split_module_remainder_parts_are_file_lines_without_label() -> None:
+    table = "".join(f"NAME_{i} = 'constant value number {i}'\n" for i in range(400))
+    data = f"import os\n{table}\n\ndef f():\n    return 1\n".encode()
+    mods = [c for c in chunk_file("consts.py", data, "h") if c.kind == "module"]
+    assert len(mods) >= 2
+    for k, c in enumerate(mods[1:], 2):
+        assert c.id == f"{mods[0].id}#part{k}" and part_label(c.id, c.text) is None
+    for c in mods:
+        assert c.text == _slice(data, c).rstrip("\n") or c.text == _slice(data, c)
+        assert len(c.text.encode()) <= MAX_CHUNK_BYTES
+
+
+def test_part_label_needs_a_part_id() -> None:
+    # a comment that looks like a label is just text in a chunk that is not a later part
+    data = b"# helper (part 2 of 3)\ndef helper():\n    return 1\n"
+    (c,) = chunk_file("h.py", data, "h")
+    assert c.text.startswith("# helper (part 2 of 3)") and part_label(c.id, c.text) is None
 
 
 # --- robustness ---------------------------------------------------------------------------
@@ -470,8 +502,12 @@ def test_big_markdown_section_is_windowed_with_heading() -> None:
     chunks = chunk_file("r.md", data, "h")
     big = [c for c in chunks if c.symbol == "Title > Big"]
     assert len(big) >= 2
-    assert all(c.text.startswith("## Big\n") for c in big)
-    assert all(len(c.text.encode()) <= MAX_CHUNK_BYTES + 100 for c in big)
+    assert big[0].text.startswith("## Big\n")
+    for k, c in enumerate(big[1:], 2):
+        assert c.text.startswith(f"<!-- Title > Big (part {k} of {len(big)}) -->\n## Big\n")
+        assert part_label(c.id, c.text) == f"Title > Big (part {k} of {len(big)})"
+    # the heading and the label repeated in parts 2.. fit in the cap
+    assert all(len(c.text.encode()) <= MAX_CHUNK_BYTES for c in big)
     assert len({c.id for c in chunks}) == len(chunks)
     assert chunks[-1].symbol == "Title > Next"
 

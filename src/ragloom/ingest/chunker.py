@@ -26,6 +26,9 @@ __all__ = [
     "WINDOW_LINES",
     "chunk_file",
     "detect_language",
+    "head_id",
+    "is_part",
+    "part_label",
 ]
 
 log = logging.getLogger(__name__)
@@ -52,7 +55,52 @@ multi-line signature fits); a longer "signature" means error recovery swallowed 
 and only the first line is repeated."""
 
 _PART: Final = "#part"
-"""Id suffix of the 2nd, 3rd, ... part of a split chunk (the first part keeps the plain id)."""
+"""The 2nd, 3rd, ... part of a split chunk has the id ``<first part's id>#part<k>`` (the first
+part keeps the plain id): a piece names its head without a lookup, so retrieval can count a
+split symbol once and rank the part holding its definition line (see :func:`head_id`)."""
+
+MAX_LABEL_SYMBOL: Final = 200
+"""Longest symbol written into a part label (longer ones are cut and end with ``...``)."""
+
+_MD_COMMENT: Final = ("<!--", " -->")
+_LABEL_RE: Final = re.compile(
+    r"(?:#|//|<!--) (?P<label>.* \(part (?P<k>[0-9]+) of (?P<n>[0-9]+)\))(?: -->)?"
+)
+
+
+def is_part(chunk_id: str) -> bool:
+    """True for the 2nd, 3rd, ... part of a split chunk (ids written by this chunker)."""
+    return _PART in chunk_id
+
+
+def head_id(chunk_id: str) -> str:
+    """The id of the first part of the split chunk ``chunk_id`` belongs to (itself when it is
+    a first part or was never split)."""
+    return chunk_id.split(_PART, 1)[0]
+
+
+def part_label(chunk_id: str, text: str) -> str | None:
+    """``"Foo.bar (part 3 of 64)"`` for a later part of a split symbol (read from the label line
+    its text starts with), ``None`` for any other chunk."""
+    if not is_part(chunk_id):
+        return None
+    m = _LABEL_RE.fullmatch(text.split("\n", 1)[0])
+    return m.group("label") if m else None
+
+
+def _label_line(symbol: str, k: int, n: int, comment: tuple[str, str]) -> str:
+    """The first line of part ``k`` of ``n``: ``# Foo.bar (part 3 of 64)`` (as a comment)."""
+    name = " ".join(symbol.split())
+    if len(name) > MAX_LABEL_SYMBOL:
+        name = name[: MAX_LABEL_SYMBOL - 3] + "..."
+    return f"{comment[0]} {name} (part {k} of {n}){comment[1]}"
+
+
+def _label_reserve(symbol: str, comment: tuple[str, str], span: int) -> int:
+    """Bytes a label line (with its newline) can take in a part of a ``span``-byte chunk."""
+    most = max(span, 1)  # never more parts than bytes
+    return len(_label_line(symbol, most, most, comment).encode("utf-8")) + 1
+
 
 _Node = Any  # tree_sitter.Node; tree_sitter ships no type information mypy can use here
 
@@ -177,11 +225,14 @@ class _Out:
         self.seen[key] = n
         return symbol if n == 1 else f"{symbol}#{n}"
 
+    def id_of(self, id_symbol: str, kind: str) -> str:
+        return chunk_id(self.source, self.path, id_symbol, kind)
+
     def add(
         self,
         t: _Text,
         *,
-        id_symbol: str,
+        cid: str,
         symbol: str,
         kind: ChunkKind,
         parent_id: str | None,
@@ -189,7 +240,6 @@ class _Out:
         end: int,
         text: str,
     ) -> str:
-        cid = chunk_id(self.source, self.path, id_symbol, kind)
         self.chunks.append(
             Chunk(
                 id=cid,
@@ -220,14 +270,23 @@ def _emit_parts(
     symbol: str,
     kind: ChunkKind,
     parent_id: str | None,
+    comment: tuple[str, str] | None,
 ) -> str | None:
-    """Emit ``parts`` (span, text) as one chunk or numbered parts; return the first id."""
-    first: str | None = None
+    """Emit ``parts`` (span, text) as one chunk or numbered parts; return the first id.
+
+    Parts 2.. get the id ``<first id>#part<k>`` and, unless ``comment`` is None, a first line
+    naming the symbol and the part, ``# Foo.bar (part 3 of 64)``, written as a ``comment`` of
+    the file's language."""
+    if not parts:
+        return None
+    first = out.id_of(id_symbol, kind)
+    n = len(parts)
     for i, (s, e, text) in enumerate(parts, 1):
-        sym_i = id_symbol if i == 1 else f"{id_symbol}{_PART}{i}"
-        cid = out.add(
+        if i > 1 and comment is not None:
+            text = _label_line(symbol, i, n, comment) + "\n" + text
+        out.add(
             t,
-            id_symbol=sym_i,
+            cid=first if i == 1 else f"{first}{_PART}{i}",
             symbol=symbol,
             kind=kind,
             parent_id=parent_id,
@@ -235,8 +294,6 @@ def _emit_parts(
             end=e,
             text=text,
         )
-        if first is None:
-            first = cid
     return first
 
 
@@ -244,17 +301,19 @@ def _emit_parts(
 # plain text windows
 
 
-def _windows(t: _Text, first_line: int, last_line: int) -> list[tuple[int, int]]:
-    """Byte spans of windows of WINDOW_LINES lines (fewer when over MAX_CHUNK_BYTES) that tile
-    lines ``first_line..last_line`` (0-based inclusive)."""
+def _windows(
+    t: _Text, first_line: int, last_line: int, budget: int = MAX_CHUNK_BYTES
+) -> list[tuple[int, int]]:
+    """Byte spans of windows of WINDOW_LINES lines (fewer when over ``budget`` bytes) that
+    tile lines ``first_line..last_line`` (0-based inclusive)."""
     spans: list[tuple[int, int]] = []
     line = first_line
     while line <= last_line:
         stop = min(line + WINDOW_LINES - 1, last_line)
         s = t.starts[line]
         e = t.line_end(stop)
-        if e - s > MAX_CHUNK_BYTES:
-            spans.extend(_line_spans(t, s, e, MAX_CHUNK_BYTES))
+        if e - s > budget:
+            spans.extend(_line_spans(t, s, e, budget))
         else:
             spans.append((s, e))
         line = stop + 1
@@ -270,7 +329,7 @@ def _chunk_text(out: _Out, t: _Text) -> None:
         sym = f"{out.path}:L{a}-{b}"
         out.add(
             t,
-            id_symbol=out.unique(sym, "window"),
+            cid=out.id_of(out.unique(sym, "window"), "window"),
             symbol=sym,
             kind="window",
             parent_id=None,
@@ -332,8 +391,11 @@ def _chunk_markdown(out: _Out, t: _Text) -> None:
         if e - s <= MAX_CHUNK_BYTES:
             parts = [(s, e, t.decode(s, e))]
         else:
+            # room for the heading line and the part label repeated in parts 2..
+            extra = len(header.encode("utf-8")) + 1 + _label_reserve(symbol, _MD_COMMENT, e - s)
+            budget = max(MAX_CHUNK_BYTES - extra, MAX_CHUNK_BYTES // 2)
             parts = []
-            for j, (ws, we) in enumerate(_windows(t, ln, t.end_line_of(e, s))):
+            for j, (ws, we) in enumerate(_windows(t, ln, t.end_line_of(e, s), budget)):
                 we = min(we, e)
                 text = t.decode(ws, we)
                 if j and header:
@@ -348,6 +410,7 @@ def _chunk_markdown(out: _Out, t: _Text) -> None:
             symbol=symbol,
             kind="section",
             parent_id=None,
+            comment=_MD_COMMENT,
         )
 
 
@@ -664,10 +727,13 @@ def _render(t: _Text, start: int, end: int, subs: list[tuple[int, int, str]]) ->
     return "".join(pieces)
 
 
-def _symbol_parts(t: _Text, sym: _Sym, brace: bool) -> list[tuple[int, int, str]]:
+def _symbol_parts(
+    t: _Text, sym: _Sym, brace: bool, comment: tuple[str, str]
+) -> list[tuple[int, int, str]]:
     """The chunk(s) of one symbol: (start, end, text). Members of a container are elided to
     their signature; a symbol over MAX_CHUNK_BYTES is split at statement boundaries with its
-    signature repeated at the top of every part after the first."""
+    signature repeated at the top of every part after the first (below the part label that
+    :func:`_emit_parts` adds, whose size is reserved here)."""
     subs = sorted(((c.start, c.end, _stub(t, c, brace)) for c in sym.children), key=lambda x: x[0])
     whole = _render(t, sym.start, sym.end, subs)
     if len(whole) <= MAX_CHUNK_BYTES and (
@@ -680,9 +746,10 @@ def _symbol_parts(t: _Text, sym: _Sym, brace: bool) -> list[tuple[int, int, str]
     header = ""
     if stmts:
         header = t.decode(sym.node.start_byte, stmts[0].start_byte).rstrip()
-    if not header or len(header) > MAX_HEADER_BYTES:  # no body, or error recovery ate it
-        header = t.decode(sym.node.start_byte, t.line_end(t.line_of(sym.node.start_byte)))
-        header = header.rstrip()[:MAX_HEADER_BYTES]
+    if not header or len(header.encode("utf-8")) > MAX_HEADER_BYTES:  # error recovery ate it
+        hs = sym.node.start_byte
+        he = min(_trim_end(data, hs, t.line_end(t.line_of(hs))), hs + MAX_HEADER_BYTES)
+        header = t.decode(hs, _utf8_cut(data, he, hs) if he < len(data) else he).rstrip()
     # cut points: statement ends that do not fall inside an elided member
     cuts = [
         s.end_byte
@@ -698,7 +765,10 @@ def _symbol_parts(t: _Text, sym: _Sym, brace: bool) -> list[tuple[int, int, str]
         has = any(prev <= a and b <= c for a, b, _ in subs)
         units.append((prev, c, has))
         prev = c
-    budget_rest = max(MAX_CHUNK_BYTES - len(header.encode("utf-8")) - 1, MAX_CHUNK_BYTES // 2)
+    reserve = (
+        len(header.encode("utf-8")) + 1 + _label_reserve(sym.name, comment, sym.end - sym.start)
+    )
+    budget_rest = max(MAX_CHUNK_BYTES - reserve, MAX_CHUNK_BYTES // 2)
     expanded: list[tuple[int, int, bool]] = []
     for s, e, has in units:
         if e - s <= budget_rest:
@@ -766,12 +836,20 @@ def _chunk_code(out: _Out, t: _Text, spec: LangSpec) -> None:
             s.parent = by_name.get(s.receiver)
     for s in syms:  # source order (pre-order walk): "#2" goes to the later duplicate
         s.id_symbol = out.unique(s.name, s.kind)
+    comment = (spec.line_comment, "")
     covered = bytearray(t.n_lines)
     for s in syms:
-        parts = _symbol_parts(t, s, spec.brace)
+        parts = _symbol_parts(t, s, spec.brace, comment)
         parent_id = s.parent.chunk_id if s.parent is not None else None
         s.chunk_id = _emit_parts(
-            out, t, parts, id_symbol=s.id_symbol, symbol=s.name, kind=s.kind, parent_id=parent_id
+            out,
+            t,
+            parts,
+            id_symbol=s.id_symbol,
+            symbol=s.name,
+            kind=s.kind,
+            parent_id=parent_id,
+            comment=comment,
         )
         if s.parent is None or s.receiver is not None:
             a = t.line_of(s.start)
@@ -781,7 +859,10 @@ def _chunk_code(out: _Out, t: _Text, spec: LangSpec) -> None:
 
 
 def _module_remainder(out: _Out, t: _Text, covered: bytearray) -> None:
-    """One chunk (or parts) with the lines no symbol covers: imports, constants, statements."""
+    """One chunk (or parts) with the lines no symbol covers: imports, constants, statements.
+
+    Its parts carry no label: their text stays the file's lines (context assembly matches a
+    module chunk's text against the file to cut it to its first block)."""
     data = t.data
     ranges: list[tuple[int, int]] = []  # byte ranges of runs of uncovered lines
     line = 0
@@ -828,6 +909,7 @@ def _module_remainder(out: _Out, t: _Text, covered: bytearray) -> None:
         symbol=symbol,
         kind="module",
         parent_id=None,
+        comment=None,
     )
 
 

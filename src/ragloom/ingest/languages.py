@@ -45,6 +45,8 @@ class LangSpec:
     """Sibling nodes attached to the definition right below them (comments, attributes)."""
     brace: bool = True
     """True when bodies are ``{ ... }`` blocks (decides how an elided member is rendered)."""
+    line_comment: str = "//"
+    """Line comment marker: the part label of a split symbol is written as such a comment."""
 
 
 _C_DESCEND: Final = frozenset(
@@ -122,6 +124,7 @@ CODE_SPECS: Final[dict[str, LangSpec]] = {
         ),
         comments=frozenset({"comment"}),
         brace=False,
+        line_comment="#",
     ),
     "javascript": LangSpec(
         name="javascript",
@@ -202,12 +205,14 @@ CODE_SPECS: Final[dict[str, LangSpec]] = {
         descend=frozenset({"body_statement", "if", "unless", "begin", "ERROR"}),
         comments=frozenset({"comment"}),
         brace=False,
+        line_comment="#",
     ),
     "bash": LangSpec(
         name="bash",
         functions=frozenset({"function_definition"}),
         descend=frozenset({"if_statement", "else_clause", "elif_clause", "ERROR"}),
         comments=frozenset({"comment"}),
+        line_comment="#",
     ),
 }
 """Languages chunked into symbols."""

@@ -41,6 +41,7 @@ from ragloom.errors import ConfigError
 from ragloom.index.bm25 import TantivyBm25
 from ragloom.index.store import ChunkRow, Store
 from ragloom.index.vectors import HnswVectors
+from ragloom.ingest.chunker import head_id, is_part
 from ragloom.retrieve.config import (
     Dense,
     Hybrid,
@@ -238,7 +239,11 @@ class Retriever:
         gen = self.store.generation()
         cached = self._symbols
         if cached is None or cached[0] != gen:
-            cached = (gen, InMemorySymbolTable(self.store.symbol_table()))
+            # A split symbol is one definition: it is listed once, as its first part (the one
+            # with the definition line), so 64 parts neither make its name look ambiguous
+            # (which halves an entity's confidence) nor all get fetched and boosted.
+            rows = (r for r in self.store.symbol_table() if not is_part(r[2]))
+            cached = (gen, InMemorySymbolTable(rows))
             self._symbols = cached
         return cached[1]
 
@@ -451,13 +456,14 @@ class Retriever:
             e.confidence >= qc.exact_min_confidence for e in pq.entities
         )
         boosted = bool(pq.language and isinstance(strat, Hybrid)) or strong
+        heads = {i for e in pq.entities if e.kind == "symbol" for i in e.ids}
         if mmr or boosted or explain or self.recency is not None or self.reranker is not None:
             rows = self.store.chunks_by_rowids([r for r, _ in ranked])
         else:
             # Nothing reorders the fused list: only the hits returned need their rows (50 rows
             # cost ~0.2 ms, 15 ~0.07 ms). A row gone since indexing means loading the rest.
             rows = self.store.chunks_by_rowids([r for r, _ in ranked[:top_k]])
-            if len(rows) < min(top_k, len(ranked)):
+            if len(rows) < min(top_k, len(ranked)) or _has_part_of(rows, heads):
                 rows = self.store.chunks_by_rowids([r for r, _ in ranked])
         explains: dict[int, dict[str, Any]] = {r: {} for r, _ in ranked} if explain else {}
         ranked = [(r, s) for r, s in ranked if r in rows]
@@ -475,6 +481,8 @@ class Retriever:
         if self.reranker is not None:
             with self.telemetry.span("rerank"):
                 ranked = self._rerank(self.reranker, pq.dense_text, ranked[:depth], rows)
+        if _has_part_of(rows, heads):
+            ranked, rows = self._heads_first(ranked, rows, heads, explains if explain else None)
         result.timings_ms["boosts"] = (time.perf_counter() - t) * 1000
 
         pool_vecs: dict[int, np.ndarray] = {}
@@ -534,7 +542,8 @@ class Retriever:
             pq.entities,
             qc,
             id_paths={rows[r].id: rows[r].path for r, _ in ranked},
-            id_symbols={rows[r].id: rows[r].symbol for r, _ in ranked},
+            # a split symbol is boosted once, as its first part (the others keep their rank)
+            id_symbols={rows[r].id: rows[r].symbol for r, _ in ranked if not is_part(rows[r].id)},
         )
         out = [(by_id[cid], s) for cid, s in boosted]
         if explains is not None:
@@ -542,6 +551,46 @@ class Retriever:
             for r, s in out:
                 if s != before.get(r):
                     explains.setdefault(r, {})["exact_match"] = s
+        return out, rows
+
+    def _heads_first(
+        self,
+        ranked: list[tuple[int, float]],
+        rows: dict[int, ChunkRow],
+        heads: set[str],
+        explains: dict[int, dict[str, Any]] | None,
+    ) -> tuple[list[tuple[int, float]], dict[int, ChunkRow]]:
+        """A split symbol the query names is represented by its first part, the one holding its
+        definition line: when a later part ranks above it (its parts all carry the name and the
+        signature, so BM25 and the embedder cannot tell them apart), the first part takes the
+        best rank and score its parts earned, fetched from the store if retrieval missed it;
+        everything else keeps its order."""
+        own: dict[str, int] = {}  # head id -> rowid, where ranked
+        best: dict[str, int] = {}  # head id -> index of its best-ranked later part
+        for i, (r, _) in enumerate(ranked):
+            cid = rows[r].id
+            if cid in heads:
+                own.setdefault(cid, r)
+            elif is_part(cid) and head_id(cid) in heads and head_id(cid) not in own:
+                best.setdefault(head_id(cid), i)
+        if not best:
+            return ranked, rows
+        missing = [h for h in best if h not in own]
+        if missing:
+            rows = dict(rows)
+            for row in self.store.chunks_by_ids(missing).values():
+                rows[row.rowid] = row
+                own[row.id] = row.rowid
+        at = {best[h]: own[h] for h in best if h in own}  # index -> head rowid placed there
+        moved = set(at.values())
+        out: list[tuple[int, float]] = []
+        for i, (r, s) in enumerate(ranked):
+            if i in at:
+                out.append((at[i], s))
+                if explains is not None:
+                    explains.setdefault(at[i], {})["first_part"] = i + 1
+            if r not in moved:
+                out.append((r, s))
         return out, rows
 
     def _rerank(
@@ -657,6 +706,11 @@ class Retriever:
                 hit.explain = info
             hits.append(hit)
         return hits
+
+
+def _has_part_of(rows: dict[int, ChunkRow], heads: set[str]) -> bool:
+    """True when a later part of a split symbol named by the query is among ``rows``."""
+    return bool(heads) and any(is_part(r.id) and head_id(r.id) in heads for r in rows.values())
 
 
 def _boost(

@@ -163,7 +163,12 @@ class Index:
         """Build the index or bring it up to date (only changed files are re-parsed)."""
         if not self.root.is_dir():
             raise InputError(f"not a directory: {self.root}")
-        self.index_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.index_dir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise InputError(f"index folder {self.index_dir} is not a directory") from exc
+        except PermissionError as exc:
+            raise InputError(f"cannot create the index folder {self.index_dir}: {exc}") from exc
         with WriteLock(self.index_dir):
             self.close()
             if rebuild:

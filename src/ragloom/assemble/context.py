@@ -38,6 +38,7 @@ from ragloom.assemble.stitch import Draft, Segment, build_segments, draft_ranges
 from ragloom.assemble.tokens import TokenCounter
 from ragloom.assemble.trim import trim_segment
 from ragloom.errors import ConfigError, ContextError
+from ragloom.ingest.chunker import part_label
 from ragloom.types import Hit
 
 __all__ = [
@@ -261,7 +262,7 @@ def assemble_context(
             source=best.hit.source,
             path=path,
             ranges=draft_ranges(segs),
-            symbol=best.hit.symbol,
+            symbol=part_label(best.hit.id, best.hit.text) or best.hit.symbol,
             kind=best.hit.kind,
             language=best.hit.language,
             score=best.hit.score,

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ragloom.cli.app import echo_json, handle_errors, open_for_read
+from ragloom.ingest.chunker import part_label
 
 __all__ = ["context_cmd", "search_cmd"]
 
@@ -22,6 +23,7 @@ def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
         "end_line": hit.end_line,
         "kind": hit.kind,
         "symbol": hit.symbol,
+        "part": part_label(hit.id, hit.text),
         "language": hit.language,
         "score": hit.score,
         "ranks": hit.ranks,
@@ -69,7 +71,8 @@ def search_cmd(
     for i, h in enumerate(result.hits, 1):
         ranks = " ".join(f"{m}#{r}" for m, r in sorted(h.ranks.items()))
         click.echo(
-            f"{i:>2}. {h.path}:{h.start_line}-{h.end_line}  {h.kind} {h.symbol}  "
+            f"{i:>2}. {h.path}:{h.start_line}-{h.end_line}  {h.kind} "
+            f"{part_label(h.id, h.text) or h.symbol}  "
             f"score={h.score:.4f}  {ranks}"
         )
         if explain:

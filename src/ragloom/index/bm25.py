@@ -8,11 +8,18 @@ Documents are pre-tokenised by :func:`ragloom.index.tokenize.code_tokens` and fe
 whitespace tokenizer, so documents and queries go through exactly the same tokenisation.
 Scoring is tantivy's BM25 (k1=1.2, b=0.75). Each document carries the chunk ``rowid`` as a
 fast field; the set of rowids the engine holds is kept beside it (``rowids.npy``) so the index
-can be brought in line with the store by a set difference after any crash.
+can be brought in line with the store by a set difference after any crash. ``state.json`` records
+the engine commit (tantivy's ``opstamp``) the sidecar describes: when a crash fell between the
+two, :meth:`TantivyBm25.held_rowids` reads the set from the engine itself.
+
+Readers open their own searcher (a snapshot of the last commit) and :meth:`TantivyBm25.reload` it
+when the index generation changes; the engine may hold rows of a generation not yet published or
+no longer published, which readers filter out (docs/consistency.md).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -80,7 +87,43 @@ class TantivyBm25:
 
     # -- reading ------------------------------------------------------------------------
     def rowids(self) -> np.ndarray:
+        """The rowids the sidecar lists (see :meth:`held_rowids` for the verified set)."""
         return self._rowids
+
+    def held_rowids(self) -> np.ndarray:
+        """The rowids the engine holds: the sidecar when it describes the engine's last commit,
+        else (a crash between the commit and the sidecar write) read from the engine (70 ms
+        at 100k documents)."""
+        try:
+            state = json.loads((self.directory / "state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = {}
+        recorded = state.get("opstamp") if isinstance(state, dict) else None
+        if recorded is not None and recorded == self._engine_opstamp():
+            return self._rowids
+        legacy = recorded is None and isinstance(state, dict) and "doc_count" in state
+        if legacy and state["doc_count"] == len(self._rowids) == self.doc_count():
+            # a sidecar written before opstamps were recorded: trusted when the counts agree
+            return self._rowids
+        self._rowids = self._engine_rowids()
+        return self._rowids
+
+    def _engine_opstamp(self) -> int | None:
+        try:
+            meta = json.loads((self.directory / "engine" / "meta.json").read_text())
+            return int(meta["opstamp"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _engine_rowids(self) -> np.ndarray:
+        self._index.reload()
+        searcher = self._index.searcher()
+        n = int(searcher.num_docs)
+        if not n:
+            return np.zeros(0, dtype=np.int64)
+        result = searcher.search(self._tantivy.Query.all_query(), n)
+        values = searcher.fast_field_values("rowid", [addr for _, addr in result.hits])
+        return np.unique(np.array([int(v or 0) for v in values], dtype=np.int64))
 
     def doc_count(self) -> int:
         self._index.reload()
@@ -143,8 +186,8 @@ class TantivyBm25:
         tv = self._tantivy
         self._index.reload()
         engine_empty = int(self._index.searcher().num_docs) == 0
+        have = set(self.held_rowids().tolist())
         writer = self._index.writer(heap_size=_WRITER_HEAP_BYTES, num_threads=1)
-        have = set(self._rowids.tolist())
         for rowid in remove:
             writer.delete_documents_by_term("rowid", int(rowid))
             have.discard(int(rowid))
@@ -158,13 +201,17 @@ class TantivyBm25:
             writer.add_document(doc)
             have.add(int(rowid))
             n += 1
-        writer.commit()
+        opstamp = writer.commit()
         writer.wait_merging_threads()
         self._index.reload()
         self._rowids = np.array(sorted(have), dtype=np.int64)
         atomic_save_npy(self.directory / "rowids.npy", self._rowids)
         atomic_write_json(
             self.directory / "state.json",
-            {"tokenizer_version": TOKENIZER_VERSION, "doc_count": len(self._rowids)},
+            {
+                "tokenizer_version": TOKENIZER_VERSION,
+                "doc_count": len(self._rowids),
+                "opstamp": int(opstamp),
+            },
         )
         return n

@@ -3,17 +3,25 @@
 Order of work, chosen so that a crash (even SIGKILL) at any point leaves a usable index and the
 next run finishes the job with exactly the chunks of a clean build:
 
+0. A generation an earlier run wrote but never published (it was killed) is rolled back.
 1. Walk the root, hash every file, compare with the store: changed, new and removed files.
 2. Parse the changed files into chunks (tree-sitter).
-3. One SQLite transaction writes every file's new chunk set and bumps the generation. Before
-   it commits nothing has changed; after it the store is the new truth.
-4. BM25 is brought in line with the store by a set difference of rowids and committed:
-   the index is now searchable by keywords (progressive indexing).
-5. Chunks whose text has no embedding yet for this model are embedded (longest-first batches
+3. One SQLite transaction writes every file's new chunk set as the pending generation ``G + 1``
+   beside the published ``G`` (docs/consistency.md): readers still see exactly ``G``.
+4. BM25 is brought in line with the store by a set difference of rowids and committed: it
+   holds the rows of both generations. The HNSW index gains the new rows whose text already
+   has an embedding (a moved or restored chunk).
+5. Publish: one small transaction makes ``G + 1`` what readers see; the index is now searchable
+   by keywords (progressive indexing). BM25 then drops the rows ``G + 1`` replaced.
+6. Chunks whose text has no embedding yet for this model are embedded (longest-first batches
    sorted by length), each batch committed, so an interrupted run resumes where it stopped.
-6. The HNSW index is brought in line with the embedded rowids and saved atomically.
+7. The HNSW index is brought in line with the embedded rowids (new rows in, replaced rows out)
+   and saved atomically; then the store deletes the replaced rows.
+8. Cached embeddings no chunk can use (another model or text format, texts gone) are pruned
+   and the freed pages are given back to the file system (``incremental_vacuum``, bounded).
 
-Steps 4 and 6 are idempotent set differences, so they also repair a run killed half way.
+Steps 4, 5 and 7 are idempotent set differences, so they also repair a run killed half way; a
+reader that pinned ``G`` sees ``G`` whatever point the update has reached.
 """
 
 from __future__ import annotations
@@ -49,6 +57,9 @@ ProgressFn = Callable[[str, int, int], None]
 
 EMBED_COMMIT_BATCH = 256
 """Texts embedded between two store commits: bounds the work lost to an interruption."""
+RECLAIM_SECONDS = 1.0
+"""Most time one run spends giving free database pages back to the file system (the rest is
+reclaimed by the next runs): docs/consistency.md, "Stale embeddings"."""
 _BM25_FEED_BATCH = 2000
 
 
@@ -75,15 +86,25 @@ class IndexStats:
     bm25_ready_seconds: float = 0.0
     model: str = ""
     model_changed: bool = False
+    generation: int = 0
+    """The published index generation after this run (search answers report theirs)."""
+    chunks_collected: int = 0
+    """Replaced chunk rows deleted once no generation showed them any more."""
+    embeddings_pruned: int = 0
+    """Cached embeddings dropped: made under another model or text format, or of texts no chunk
+    has any more."""
+    bytes_reclaimed: int = 0
+    """Bytes the database file shrank by (free pages given back, incremental vacuum)."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
 def sync_bm25(store: Store, bm25: TantivyBm25, progress: ProgressFn = _no_progress) -> int:
-    """Make the BM25 engine hold exactly the store's chunk rowids; returns documents added."""
-    want = store.all_rowids()
-    have = bm25.rowids()
+    """Make the BM25 engine hold exactly the rows of the published and the pending generation
+    (:meth:`Store.wanted_rowids`); returns documents added."""
+    want = store.wanted_rowids()
+    have = bm25.held_rowids()
     add = np.setdiff1d(want, have, assume_unique=True)
     remove = np.setdiff1d(have, want, assume_unique=True)
     if not len(add) and not len(remove):
@@ -95,11 +116,10 @@ def sync_bm25(store: Store, bm25: TantivyBm25, progress: ProgressFn = _no_progre
     add_list = add.tolist()
     for start in range(0, total, _BM25_FEED_BATCH):
         part = add_list[start : start + _BM25_FEED_BATCH]
-        rows = store.chunks_by_rowids(part)
-        texts = store.texts_by_rowids(part)
+        sources = store.bm25_sources(part)
         for rowid in part:
-            row = rows[rowid]
-            docs.append((rowid, bm25_document(texts[rowid], row.symbol, row.path)))
+            text, symbol, path = sources[rowid]
+            docs.append((rowid, bm25_document(text, symbol, path)))
         done += len(part)
         progress("bm25", done, total)
     bm25.apply(docs, remove.tolist())
@@ -109,9 +129,10 @@ def sync_bm25(store: Store, bm25: TantivyBm25, progress: ProgressFn = _no_progre
 def sync_vectors(
     store: Store, vectors: HnswVectors, model_id: str, progress: ProgressFn = _no_progress
 ) -> int:
-    """Make the HNSW index hold exactly the embedded chunk rowids; returns vectors added."""
+    """Make the HNSW index hold exactly the embedded rows of the published and the pending
+    generation; returns vectors added."""
     want = np.unique(store.embedded_rowids(model_id))
-    have = vectors.rowids()
+    have = vectors.held_rowids()
     add = np.setdiff1d(want, have, assume_unique=True)
     remove = np.setdiff1d(have, want, assume_unique=True)
     if not len(add) and not len(remove):
@@ -147,6 +168,9 @@ def update_index(
 
     t0 = time.perf_counter()
     stats = IndexStats(model_changed=model_changed)
+    # 0. an update killed before it published is undone (readers never saw it)
+    if rolled_back := store.rollback_pending():
+        log.info("rolled back an unpublished update", extra={"rows": rolled_back})
     # 1. walk and hash
     walked = walk(root, max_file_bytes=max_file_bytes, index_dir=index_dir)
     skipped: Counter[str] = Counter(walked.skipped)
@@ -188,9 +212,10 @@ def update_index(
     t2 = time.perf_counter()
     stats.timings["parse"] = t2 - t1
 
-    # 3. one atomic store write
+    # 3. one atomic store write: the pending generation, beside the published one
     if parsed or removed:
         with store.transaction() as conn:
+            pending = store.begin_generation(conn)
             for sf, digest, chunks in parsed:
                 language = detect_language(sf.rel)
                 source = chunks[0].source if chunks else "text"
@@ -203,18 +228,17 @@ def update_index(
                     mtime=sf.mtime,
                     language=language,
                     source=source,
+                    generation=pending,
                 )
                 stats.chunks_added += a
                 stats.chunks_updated += u
                 stats.chunks_removed += r
             for path in removed:
-                stats.chunks_removed += store.remove_file(conn, path)
-            store.set_meta("generation", str(store.generation() + 1), conn)
-    stats.chunks_total = store.chunk_count()
+                stats.chunks_removed += store.remove_file(conn, path, generation=pending)
     t3 = time.perf_counter()
     stats.timings["store"] = t3 - t2
 
-    # 4. BM25
+    # 4. BM25 (and HNSW, for texts embedded before) hold both generations
     bm25_dir = index_dir / "bm25"
     try:
         bm25 = TantivyBm25(bm25_dir, create=True)
@@ -222,33 +246,67 @@ def update_index(
         log.warning("bm25 index unreadable, rebuilding", extra={"path": str(bm25_dir)})
         bm25 = TantivyBm25.reset(bm25_dir)
     sync_bm25(store, bm25, progress)
+    vectors, key = _open_vectors(index_dir, embedder)
+    if vectors is not None:
+        sync_vectors(store, vectors, key, progress)
     t4 = time.perf_counter()
     stats.timings["bm25"] = t4 - t3
-    stats.bm25_ready_seconds = t4 - t0
+
+    # 5. publish; BM25 then drops the rows the new generation replaced
+    stats.generation = store.publish()
+    stats.chunks_total = store.chunk_count()
+    stats.bm25_ready_seconds = time.perf_counter() - t0
     if on_bm25_ready is not None:
         on_bm25_ready()
+    sync_bm25(store, bm25, progress)
+    t5 = time.perf_counter()
+    stats.timings["publish"] = t5 - t4
 
-    # 5. embeddings, 6. vectors
+    # 6. embeddings, 7. vectors, then the replaced rows leave the store
     if embedder is not None:
+        assert vectors is not None
         stats.model = embedder.model_id
-        vec_dir = index_dir / "vectors"
-        key = embedding_key(embedder.model_id)
-        if vec_dir.exists() and HnswVectors.stored_key(vec_dir) != key:
-            # Vectors made under another model or embedding-text format: rowids alone cannot
-            # tell them apart, so the HNSW index is rebuilt from the store's cache.
-            log.info("vector index made under another embedding key, rebuilding")
-            shutil.rmtree(vec_dir)
-        vectors = HnswVectors(vec_dir, embedder.dim, key)
         try:
             stats.chunks_embedded = embed_missing(store, embedder, progress)
         finally:
-            t5 = time.perf_counter()
-            stats.timings["embed"] = t5 - t4
+            t6 = time.perf_counter()
+            stats.timings["embed"] = t6 - t5
             sync_vectors(store, vectors, key, progress)
-            stats.timings["vectors"] = time.perf_counter() - t5
+            stats.timings["vectors"] = time.perf_counter() - t6
         stats.embeddings_pending = stats.chunks_total - vectors.count()
+    elif vectors is not None:  # not embedding now: the vectors still drop replaced rows
+        sync_vectors(store, vectors, key, progress)
+    collected, orphaned = store.collect_removed()
+    stats.chunks_collected = collected
+
+    # 8. stale embeddings and disk space
+    t8 = time.perf_counter()
+    stats.embeddings_pruned = orphaned + store.prune_stale_embeddings(
+        key if embedder is not None else None
+    )
+    stats.bytes_reclaimed = store.reclaim_space(RECLAIM_SECONDS)
+    stats.timings["reclaim"] = time.perf_counter() - t8
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+def _open_vectors(index_dir: Path, embedder: Embedder | None) -> tuple[HnswVectors | None, str]:
+    """The HNSW index to keep in step with the store, and its embedding key: the embedder's
+    (an index made under another key is discarded and rebuilt from the store's cache), or,
+    when not embedding, the one already there (None when there is none)."""
+    vec_dir = index_dir / "vectors"
+    if embedder is None:
+        key, dim = HnswVectors.stored_key(vec_dir), HnswVectors.stored_dim(vec_dir)
+        if key is None or dim is None:
+            return None, ""
+        return HnswVectors(vec_dir, dim, key), key
+    key = embedding_key(embedder.model_id)
+    if vec_dir.exists() and HnswVectors.stored_key(vec_dir) != key:
+        # Vectors made under another model or embedding-text format: rowids alone cannot
+        # tell them apart, so the HNSW index is rebuilt from the store's cache.
+        log.info("vector index made under another embedding key, rebuilding")
+        shutil.rmtree(vec_dir)
+    return HnswVectors(vec_dir, embedder.dim, key), key
 
 
 def embed_missing(store: Store, embedder: Embedder, progress: ProgressFn = _no_progress) -> int:

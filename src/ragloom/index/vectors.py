@@ -5,16 +5,24 @@ answered in 0.32 ms p50 with recall@10 1.000, built in 16 s (usearch 37 s, faiss
 supports deletes with slot reuse (faiss HNSW cannot delete).
 
 Labels are chunk rowids. The file is rewritten atomically (temporary file, then rename) after
-every update, and ``rowids.npy`` beside it lists the labels it holds, so the index is brought
-in line with the store by a set difference after a crash.
+every update, and ``labels.npz`` beside it lists the labels it holds together with the identity
+(inode, size, mtime) of the file it describes, so the index is brought in line with the store by
+a set difference after a crash, and a reader never pairs a new file with an old label list (it
+waits for the pair to match, a few ms, while a writer is between the two renames). Folders
+written before ``labels.npz`` existed keep a bare ``rowids.npy``, which is still read.
+
+Readers call :meth:`HnswVectors.refreshed` before each query: one ``stat``, and a reload only
+when the file was replaced (docs/consistency.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ragloom.errors import DbError
-from ragloom.index.atomic import atomic_save_npy, atomic_write_json, load_npy
+from ragloom.index.atomic import atomic_write_bytes, atomic_write_json, load_npy
 
 __all__ = ["HNSW_EF_CONSTRUCTION", "HNSW_M", "HnswVectors"]
 
@@ -33,6 +41,34 @@ HNSW_EF_CONSTRUCTION = 100
 HNSW_EF_SEARCH_MIN = 100
 """Search beam width floor (raised to 2k for large k): recall@10 1.000 at 100k measured."""
 _INITIAL_CAPACITY = 1024
+_PAIR_WAIT_S = 0.005
+_PAIR_ATTEMPTS = 20
+"""A reader retries this many times, this long apart, while the file and its labels disagree
+(a writer between its two renames, ~ms); past that (a writer killed between them) it loads the
+file alone and searches defensively, until the next index run writes a matching pair."""
+
+Ident = tuple[int, int, int]
+
+
+def _ident(path: Path) -> Ident | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _read_labels(directory: Path) -> tuple[np.ndarray | None, Ident | None]:
+    """(rowids, identity of the file they describe) from ``labels.npz``; the legacy
+    ``rowids.npy`` has no identity."""
+    try:
+        with np.load(directory / "labels.npz", allow_pickle=False) as data:
+            rowids = np.asarray(data["rowids"], dtype=np.int64)
+            ident = tuple(int(x) for x in data["ident"])
+        return rowids, (ident[0], ident[1], ident[2])
+    except (OSError, ValueError, KeyError, IndexError):
+        pass
+    return load_npy(directory / "rowids.npy"), None
 
 
 class HnswVectors:
@@ -48,21 +84,56 @@ class HnswVectors:
         self._hnswlib: Any = hnswlib
         self._index: Any = None
         self._members: set[int] | None = None
-        rowids = load_npy(directory / "rowids.npy")
-        self._rowids: np.ndarray = rowids if rowids is not None else np.zeros(0, dtype=np.int64)
-        path = directory / "vectors.hnsw"
-        if path.exists() and len(self._rowids):
-            index = hnswlib.Index(space="cosine", dim=dim)
+        self._rowids: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._ident: Ident | None = None
+        self._verified = True
+        """False when the label list could not be matched with the file (see _PAIR_ATTEMPTS)."""
+        self._load()
+
+    def _load(self) -> None:
+        path = self.directory / "vectors.hnsw"
+        for attempt in range(_PAIR_ATTEMPTS + 1):
+            ident = _ident(path)
+            rowids, described = _read_labels(self.directory)
+            if ident is None or rowids is None or not len(rowids):
+                self._ident = ident
+                return
+            last = attempt == _PAIR_ATTEMPTS
+            if described is not None and described != ident and not last:
+                time.sleep(_PAIR_WAIT_S)
+                continue
+            index = self._hnswlib.Index(space="cosine", dim=self.dim)
             try:
                 index.load_index(str(path), allow_replace_deleted=True)
-            except RuntimeError as exc:
+            except (RuntimeError, OSError) as exc:
+                if not last and _ident(path) != ident:
+                    continue  # replaced while loading
                 raise DbError(f"cannot load vector index {path}: {exc}") from exc
+            if _ident(path) != ident and not last:
+                continue
             self._index = index
-        else:
-            self._rowids = np.zeros(0, dtype=np.int64)
+            self._rowids = rowids
+            self._ident = ident
+            self._verified = described == ident or described is None
+            return
+
+    def refreshed(self) -> HnswVectors:
+        """This index, or a fresh load when the file on disk was replaced since (one stat)."""
+        if _ident(self.directory / "vectors.hnsw") == self._ident:
+            return self
+        return HnswVectors(self.directory, self.dim, self.key)
 
     def rowids(self) -> np.ndarray:
+        """The labels the index holds (for a writer; see :meth:`held_rowids`)."""
         return self._rowids
+
+    def held_rowids(self) -> np.ndarray:
+        """The labels to diff against the store: the label list, or, when it could not be
+        matched with the file (a writer killed between its renames), every label in the file
+        (marked-deleted ones too: deleting those again is a no-op)."""
+        if self._verified or self._index is None:
+            return self._rowids
+        return np.unique(np.asarray(self._index.get_ids_list(), dtype=np.int64))
 
     def get(self, rowids: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored (unit-length, cosine space) vectors of the rowids the index holds."""
@@ -93,6 +164,16 @@ class HnswVectors:
         key = state.get("key") if isinstance(state, dict) else None
         return key if isinstance(key, str) else None
 
+    @staticmethod
+    def stored_dim(directory: Path) -> int | None:
+        """The dimension recorded by the last save in ``directory`` (None if unknown)."""
+        try:
+            state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        dim = state.get("dim") if isinstance(state, dict) else None
+        return dim if isinstance(dim, int) and not isinstance(dim, bool) else None
+
     def count(self) -> int:
         return len(self._rowids)
 
@@ -102,14 +183,24 @@ class HnswVectors:
         if self._index is None or n == 0 or k <= 0:
             return []
         k = min(k, n)
-        self._index.set_ef(max(HNSW_EF_SEARCH_MIN, 2 * k))
-        labels, distances = self._index.knn_query(vector.reshape(1, -1), k=k)
-        return [(int(lbl), float(1.0 - d)) for lbl, d in zip(labels[0], distances[0], strict=True)]
+        while k > 0:
+            try:
+                self._index.set_ef(max(HNSW_EF_SEARCH_MIN, 2 * k))
+                labels, distances = self._index.knn_query(vector.reshape(1, -1), k=k)
+            except RuntimeError:
+                # fewer live vectors than k (a label list out of step with the file) or a graph
+                # too sparse after many deletions: ask for fewer
+                k //= 2
+                continue
+            return [
+                (int(lbl), float(1.0 - d)) for lbl, d in zip(labels[0], distances[0], strict=True)
+            ]
+        return []
 
     def apply(self, add_rowids: np.ndarray, add_vectors: np.ndarray, remove: Sequence[int]) -> None:
         """Delete and add labels, then save atomically (index file, then the rowid list)."""
         hnswlib = self._hnswlib
-        have = set(self._rowids.tolist())
+        have = set(self.held_rowids().tolist())
         if self._index is None:
             self._index = hnswlib.Index(space="cosine", dim=self.dim)
             self._index.init_index(
@@ -147,7 +238,14 @@ class HnswVectors:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        atomic_save_npy(self.directory / "rowids.npy", self._rowids)
+        ident = _ident(self.directory / "vectors.hnsw")
+        assert ident is not None
+        buf = io.BytesIO()
+        np.savez(buf, rowids=self._rowids, ident=np.array(ident, dtype=np.int64))
+        atomic_write_bytes(self.directory / "labels.npz", buf.getvalue())
+        self._ident = ident
+        self._verified = True
+        (self.directory / "rowids.npy").unlink(missing_ok=True)
         atomic_write_json(
             self.directory / "state.json",
             {"dim": self.dim, "count": len(self._rowids), "key": self.key},

@@ -80,6 +80,7 @@ __all__ = [
     "MAX_TOP_K",
     "QUERY_STEP_FLAGS",
     "STRATEGIES",
+    "GenerationView",
     "Retriever",
     "SearchResult",
     "SearchSpec",
@@ -181,6 +182,47 @@ class SearchResult:
     embeddings: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     """Stored vectors of the hits by chunk id, when a stage already read them (MMR); context
     assembly reuses them for near-duplicate detection instead of reading them again."""
+    generation: int = 0
+    """The index generation every hit comes from (docs/consistency.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationView:
+    """The index generation a query answers from (docs/consistency.md): the rows it shows are
+    those at or below ``watermark`` that are not ``hidden`` (replaced rows not yet deleted)."""
+
+    generation: int
+    watermark: int
+    hidden: frozenset[int] = frozenset()
+
+    def visible(self, rowid: int) -> bool:
+        return rowid <= self.watermark and rowid not in self.hidden
+
+
+MAX_GENERATION_ATTEMPTS = 5
+"""A query that saw the published generation change while it ran is answered again (at most
+this many times; publishing takes one index run, a query a few ms)."""
+_MAX_REFETCH = 6
+"""Times a modality's list is re-fetched, twice as deep, while rows of another generation
+crowd it (only during an update)."""
+
+
+def _visible_top(
+    search: Callable[[int], list[tuple[int, float]]], k: int, view: GenerationView
+) -> list[tuple[int, float]]:
+    """The best ``k`` hits ``view`` shows: ``search(n)`` is asked again, deeper, while rows of
+    another generation (held by BM25 and HNSW during an update) take places."""
+    if k <= 0:
+        return []
+    fetch = k
+    out: list[tuple[int, float]] = []
+    for _ in range(_MAX_REFETCH):
+        raw = search(fetch)
+        out = [(r, s) for r, s in raw if view.visible(r)]
+        if len(out) >= k or len(raw) < fetch:
+            break
+        fetch = 2 * fetch + len(raw) - len(out)
+    return out[:k]
 
 
 @dataclass(slots=True)
@@ -223,6 +265,7 @@ class Retriever:
         self._embedder: Embedder | None = None
         self._symbols: tuple[int, InMemorySymbolTable] | None = None
         self._count: tuple[int, int] | None = None
+        self._view: GenerationView | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -255,6 +298,21 @@ class Retriever:
             self._count = (gen, self.store.chunk_count())
         return self._count[1]
 
+    def pin(self) -> GenerationView:
+        """The published generation to answer from. When it changed, the BM25 searcher is
+        reloaded (its commit precedes the publication, so it holds the generation's rows); the
+        vectors are reloaded whenever their file was replaced (one stat per query)."""
+        gen, watermark = self.store.published()
+        view = self._view
+        if view is None or view.generation != gen or view.watermark != watermark:
+            view = GenerationView(gen, watermark, frozenset(self.store.hidden_rowids(gen)))
+            if self.bm25 is not None:
+                self.bm25.reload()
+            self._view = view
+        if self.vectors is not None:
+            self.vectors = self.vectors.refreshed()
+        return view
+
     def vectors_complete(self) -> bool:
         n = self.vectors.count() if self.vectors is not None else 0
         return n >= self.chunk_count()
@@ -274,10 +332,19 @@ class Retriever:
             for t in pq.terms
         ] or [(pq.sparse_text, 1.0)]
 
-    def sparse(self, query: str | Sequence[tuple[str, float]], k: int) -> list[tuple[int, float]]:
-        if self.bm25 is None:
+    def sparse(
+        self,
+        query: str | Sequence[tuple[str, float]],
+        k: int,
+        *,
+        view: GenerationView | None = None,
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` BM25 hits of the generation ``view`` (default: the published one)."""
+        bm25 = self.bm25
+        if bm25 is None:
             return []
-        return self.bm25.search(query, k)
+        view = view if view is not None else self.pin()
+        return _visible_top(lambda n: bm25.search(query, n), k, view)
 
     def embed_query(self, query: str) -> np.ndarray | None:
         if self.vectors is None or self.vectors.count() == 0:
@@ -289,38 +356,62 @@ class Retriever:
         return vec
 
     def dense(
-        self, query: str, k: int, vector: np.ndarray | None = None
+        self,
+        query: str,
+        k: int,
+        vector: np.ndarray | None = None,
+        *,
+        view: GenerationView | None = None,
     ) -> list[tuple[int, float]]:
-        if self.vectors is None:
+        """Top ``k`` vector hits of the generation ``view`` (default: the published one)."""
+        view = view if view is not None else self.pin()
+        vectors = self.vectors
+        if vectors is None:
             return []
         if vector is None:
             vector = self.embed_query(query)
         if vector is None:
             return []
-        return self.vectors.search(vector, k)
+        vec = vector
+        return _visible_top(lambda n: vectors.search(vec, n), k, view)
 
     def _timed_dense(
-        self, query: str, k: int, ctx: otel_context.Context | None = None
+        self,
+        query: str,
+        k: int,
+        ctx: otel_context.Context | None = None,
+        view: GenerationView | None = None,
     ) -> tuple[list[tuple[int, float]], float]:
         t = time.perf_counter()
         with self.telemetry.span("dense", context=ctx) as span:
-            out = self.dense(query, k)
+            out = self.dense(query, k, view=view)
             span.set_attribute("dense_results", len(out))
         return out, (time.perf_counter() - t) * 1000
 
     def _timed_sparse(
-        self, pq: ProcessedQuery, k: int, ctx: otel_context.Context | None = None
+        self,
+        pq: ProcessedQuery,
+        k: int,
+        ctx: otel_context.Context | None = None,
+        view: GenerationView | None = None,
     ) -> tuple[list[tuple[int, float]], float]:
         t = time.perf_counter()
         with self.telemetry.span("bm25", context=ctx) as span:
-            out = self.sparse(self.bm25_terms(pq), k)
+            out = self.sparse(self.bm25_terms(pq), k, view=view)
             span.set_attribute("bm25_status", "ready" if self.bm25 is not None else "missing")
             span.set_attribute("strict", False)
             span.set_attribute("attempts", 1)
             span.set_attribute("bm25_results", len(out))
         return out, (time.perf_counter() - t) * 1000
 
-    def _retrieve(self, pq: ProcessedQuery, depth: int, sparse: bool, dense: bool) -> _Lists:
+    def _retrieve(
+        self,
+        pq: ProcessedQuery,
+        depth: int,
+        sparse: bool,
+        dense: bool,
+        view: GenerationView | None = None,
+    ) -> _Lists:
         """The dense side in this thread while a worker thread runs BM25.
 
         BM25 (~0.2 ms) finishes well before the query embedding (~1.2 ms), so its result is
@@ -331,11 +422,12 @@ class Retriever:
         if dense and sparse:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragloom-bm25")
-            fut = self._pool.submit(self._timed_sparse, pq, depth, otel_context.get_current())
+            ctx = otel_context.get_current()
+            fut = self._pool.submit(self._timed_sparse, pq, depth, ctx, view)
         elif sparse:
-            out.bm25, out.bm25_ms = self._timed_sparse(pq, depth)
+            out.bm25, out.bm25_ms = self._timed_sparse(pq, depth, None, view)
         if dense:
-            out.dense, out.dense_ms = self._timed_dense(pq.dense_text, depth)
+            out.dense, out.dense_ms = self._timed_dense(pq.dense_text, depth, None, view)
         if fut is not None:
             out.bm25, out.bm25_ms = fut.result()
         return out
@@ -388,7 +480,15 @@ class Retriever:
             rrf_k=strat.rrf.k if isinstance(strat, Hybrid) else None,
             mmr_lambda=strat.mmr.lambda_ if isinstance(strat, Hybrid) and strat.mmr else None,
         ) as span:
-            result = self._search(query, top_k, strat, qc, name, explain)
+            # Answer from one generation: pin the published one, then check it is still the one
+            # published (a seqlock): rows a generation shows change only after a newer one is
+            # published, so an unchanged generation means every read saw that generation.
+            for _ in range(MAX_GENERATION_ATTEMPTS):
+                view = self.pin()
+                result = self._search(query, top_k, strat, qc, name, explain, view)
+                if self.store.generation() == view.generation:
+                    break
+            span.set_attribute("generation", result.generation)
             span.set_attribute("hits", len(result.hits))
             span.set_attribute("fallback_used", result.fallback_used and hybrid)
         return result
@@ -401,8 +501,9 @@ class Retriever:
         qc: QueryConfig,
         name: str,
         explain: bool,
+        view: GenerationView,
     ) -> SearchResult:
-        result = SearchResult(hits=[], strategy=name)
+        result = SearchResult(hits=[], strategy=name, generation=view.generation)
         t0 = time.perf_counter()
         with self.telemetry.span("query") as qspan:
             symbols = self.symbol_table() if qc.extract_entities else None
@@ -426,7 +527,7 @@ class Retriever:
         pool = strat.mmr.candidate_pool if isinstance(strat, Hybrid) and strat.mmr else 0
         depth = max(top_k, pool, HYBRID_CANDIDATES_MIN) if isinstance(strat, Hybrid) else top_k
 
-        main = self._retrieve(pq, depth, use_sparse, use_dense)
+        main = self._retrieve(pq, depth, use_sparse, use_dense, view)
         result.timings_ms["bm25"] = main.bm25_ms
         result.timings_ms["dense"] = main.dense_ms
         if isinstance(strat, Hybrid) and not main.dense:
@@ -437,7 +538,7 @@ class Retriever:
         t = time.perf_counter()
         subs: dict[str, list[tuple[int, float]]] = {}
         for i, sq in enumerate(pq.sub_queries, 1):
-            sub = self._retrieve(sq, depth, use_sparse, use_dense)
+            sub = self._retrieve(sq, depth, use_sparse, use_dense, view)
             subs[f"sub{i}"], _ = self._fuse(strat, sub)
         with self.telemetry.span("fusion") as fspan:
             fused, per_modality = self._fuse(strat, main)

@@ -181,8 +181,12 @@ class Index:
             old = read_manifest(self.index_dir) if self.exists else None
             emb_arg = self._embedder_arg
             if isinstance(emb_arg, str) or emb_arg is None:
-                spec = emb_arg or (old.embedding_spec if old else "default")
-                embedder: Embedder = _load_embedder(spec)
+                # A new index without --model: None lets RAGLOOM_EMBEDDING_PROVIDER choose.
+                asked = emb_arg or (old.embedding_spec if old else None)
+                embedder: Embedder = _load_embedder(asked)
+                # The manifest keeps the embedder's full spec (``openai`` alone would need the
+                # same environment variables at search time).
+                spec = getattr(embedder, "spec", None) or asked or "default"
             else:
                 embedder = emb_arg
                 spec = getattr(emb_arg, "spec", embedder.model_id)

@@ -129,10 +129,20 @@ def _value_for(param: click.Parameter, home: Path) -> st.SearchStrategy[str]:
 
 
 def _safe_path_value(value: str, home: Path) -> str:
-    """Keep fuzzed paths inside the fuzz folder: nothing outside it is indexed or written."""
-    if value.startswith(("/", "~")) and not value.startswith(str(home)):
-        return str(home / "outside" / value.lstrip("/~"))
-    return value
+    """Keep fuzzed paths inside the fuzz folder: nothing outside it is indexed or written.
+
+    Commands run in ``home/work``; a relative value such as ``../../..`` would climb out of
+    the sandbox (and once indexed the whole pytest temp folder), so every path is checked
+    after normalisation against ``home``.
+    """
+    if "\x00" in value:
+        return value  # refused before any file system access
+    if value.startswith("~"):
+        return str(home / "outside" / value.lstrip("~/"))
+    where = os.path.normpath(os.path.join(home / "work", value))
+    if where == str(home) or where.startswith(str(home) + os.sep):
+        return value
+    return str(home / "outside" / value.strip("/").replace("..", "up"))
 
 
 @st.composite
@@ -142,30 +152,24 @@ def argv_for(draw: st.DrawFn, home: Path) -> list[str]:
     argv: list[str] = [name]
     options = [p for p in command.params if isinstance(p, click.Option)]
     arguments = [p for p in command.params if isinstance(p, click.Argument)]
-    path_like = set()
     for opt in draw(st.lists(st.sampled_from(options), max_size=4)) if options else []:
         flag = draw(st.sampled_from(opt.opts))
         if opt.is_flag or opt.count:
             argv.append(flag)
             continue
         value = draw(_value_for(opt, home))
-        if isinstance(opt.type, click.Path) or (opt.name or "").endswith(("dir", "out")):
-            path_like.add(len(argv) + 1)
         argv += [flag, value]
     for arg in arguments:
         if draw(st.booleans()) or arg.required:
-            if isinstance(arg.type, click.Path):
-                path_like.add(len(argv))
             argv.append(draw(_value_for(arg, home)))
     if draw(st.integers(0, 5)) == 0:  # stray extra tokens
         argv.append(draw(GARBAGE))
     if name in SLOW_COMMANDS:
         # Right after the name, before any "--": parsing fails and the body never runs.
         argv.insert(1, "--no-such-option-fuzz")
-        path_like = {i + 1 for i in path_like}
+    # Any token may end up as a path (a stray token becomes `index`'s PATH): check them all.
     argv = [
-        _safe_path_value(a, home) if i in path_like or a.startswith("/") else a
-        for i, a in enumerate(argv)
+        a if i == 0 or a.startswith("-") else _safe_path_value(a, home) for i, a in enumerate(argv)
     ]
     if name == "index" and not any(a.startswith("--model") for a in argv):
         argv += ["--model", "hashing:32"]  # fast embedder for fuzzed index runs

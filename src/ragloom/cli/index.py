@@ -19,7 +19,9 @@ __all__ = ["index_cmd", "status_cmd"]
     "--model",
     "model",
     default=None,
-    help="Embedding model: 'default', 'hashing[:DIM]', an ONNX model folder, or a sentence-transformers name/path.",
+    help="Embedding model: 'default', 'hashing[:DIM]', an ONNX model folder, "
+    "'openai:MODEL@URL' (any OpenAI-compatible embeddings server), or a sentence-transformers "
+    "name/path.",
 )
 @click.option("--rebuild", is_flag=True, help="Discard the existing index and build from scratch.")
 @click.option("--no-embed", is_flag=True, help="Parse and BM25 only; embed on a later run.")

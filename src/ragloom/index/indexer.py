@@ -140,6 +140,8 @@ def sync_vectors(
     progress("vectors", 0, len(add))
     vecs = store.vectors_for_rowids(model_id, add.tolist(), vectors.dim)
     vectors.apply(add, vecs, remove.tolist())
+    # a store commit after every save: readers re-check the vector file when the store changed
+    store.set_meta("vectors_saved", str(int(store.get_meta("vectors_saved") or 0) + 1))
     progress("vectors", len(add), len(add))
     return len(add)
 

@@ -150,6 +150,7 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
     INSERT OR REPLACE INTO meta(key, value)
         VALUES ('watermark', CAST((SELECT coalesce(max(rowid), 0) FROM chunks) AS TEXT));
+    INSERT OR REPLACE INTO meta(key, value) VALUES ('convert_auto_vacuum', '1');
     """,
 )
 
@@ -222,6 +223,7 @@ class Store:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
         self.readonly = readonly
+        self._own_version = 0
         try:
             if readonly:
                 uri = f"file:{path}?mode=ro"
@@ -232,6 +234,9 @@ class Store:
                     # must precede the first table; lets reclaim_space() shrink the file later
                     self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 self._db.execute("PRAGMA journal_mode=WAL")
+                # the WAL is cut back to this size when it restarts (a VACUUM or a large update
+                # may have grown it; readers keep it open, so it is not removed on close)
+                self._db.execute("PRAGMA journal_size_limit=33554432")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=30000")
@@ -275,13 +280,16 @@ class Store:
             if self._db.in_transaction:
                 self._db.rollback()
             raise DbError(f"schema migration failed: {exc}") from exc
-        if version and version < SCHEMA_VERSION and self._auto_vacuum() != 2:
+        if self.get_meta("convert_auto_vacuum") is not None:
             # An index made before schema 2 cannot give pages back to the file system: switch
             # it to incremental auto-vacuum once (a full VACUUM, which also drops the pages of
-            # the rebuilt chunks table).
+            # the rebuilt chunks table; retried by the next writer if interrupted).
             try:
-                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-                self._db.execute("VACUUM")
+                if self._auto_vacuum() != 2:
+                    self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                    self._db.execute("VACUUM")
+                self._db.execute("DELETE FROM meta WHERE key = 'convert_auto_vacuum'")
+                self._db.commit()
             except sqlite3.Error as exc:  # still a valid index, it just keeps its size
                 log.warning("could not switch the index to incremental vacuum: %s", exc)
 
@@ -329,6 +337,15 @@ class Store:
         """(generation, watermark) of the published generation, read in one statement."""
         row = self._db.execute(f"SELECT coalesce({_GEN}, 0), coalesce({_WATERMARK}, 0)").fetchone()
         return int(row[0]), int(row[1])
+
+    def data_version(self) -> int:
+        """Changes whenever another connection committed a change (SQLite ``data_version``):
+        a reader that sees the same value knows nothing was written since (~1 us). A writable
+        store's own commits do not change it, so there every call returns a new value."""
+        if not self.readonly:
+            self._own_version -= 1
+            return self._own_version
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
     def pending_generation(self) -> int | None:
         """The generation an update is writing and has not published yet, if any."""

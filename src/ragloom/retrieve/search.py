@@ -265,7 +265,8 @@ class Retriever:
         self._embedder: Embedder | None = None
         self._symbols: tuple[int, InMemorySymbolTable] | None = None
         self._count: tuple[int, int] | None = None
-        self._view: GenerationView | None = None
+        self._view: tuple[int, GenerationView] | None = None
+        """(store data_version, view) of the last pin."""
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -301,17 +302,29 @@ class Retriever:
     def pin(self) -> GenerationView:
         """The published generation to answer from. When it changed, the BM25 searcher is
         reloaded (its commit precedes the publication, so it holds the generation's rows); the
-        vectors are reloaded whenever their file was replaced (one stat per query)."""
+        vectors are reloaded when their file was replaced. Nothing is re-read while the store
+        is unchanged (``data_version``: the indexer commits after every vector save)."""
+        version = self.store.data_version()
+        cached = self._view
+        if cached is not None and cached[0] == version:
+            return cached[1]
         gen, watermark = self.store.published()
-        view = self._view
+        view = cached[1] if cached is not None else None
         if view is None or view.generation != gen or view.watermark != watermark:
             view = GenerationView(gen, watermark, frozenset(self.store.hidden_rowids(gen)))
             if self.bm25 is not None:
                 self.bm25.reload()
-            self._view = view
         if self.vectors is not None:
             self.vectors = self.vectors.refreshed()
+        self._view = (version, view)
         return view
+
+    def _still_published(self, view: GenerationView) -> bool:
+        """True when ``view``'s generation is still the published one (the seqlock check)."""
+        cached = self._view
+        if cached is not None and cached[1] is view and self.store.data_version() == cached[0]:
+            return True
+        return self.store.generation() == view.generation
 
     def vectors_complete(self) -> bool:
         n = self.vectors.count() if self.vectors is not None else 0
@@ -486,7 +499,7 @@ class Retriever:
             for _ in range(MAX_GENERATION_ATTEMPTS):
                 view = self.pin()
                 result = self._search(query, top_k, strat, qc, name, explain, view)
-                if self.store.generation() == view.generation:
+                if self._still_published(view):
                     break
             span.set_attribute("generation", result.generation)
             span.set_attribute("hits", len(result.hits))

@@ -20,6 +20,7 @@ from ragloom.eval.gitdata import (
     build_repo,
     clean_message,
     clean_subject,
+    is_changelog,
     path_role,
     select_questions,
     skip_reason,
@@ -46,6 +47,11 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not 
         ("refac(errors): Unify code structure", "Unify code structure"),
         ("Fix see https://github.com/o/r/issues/3 now", "Fix see now"),
         ("", ""),
+        (
+            "Make min inclusive; update snapshots\\n\\n- Set\\n\\nCloses",
+            "Make min inclusive; update snapshots",
+        ),
+        ("Fix a critical Cross-Site Scrip\u2026", "Fix a critical Cross-Site Scrip"),
     ],
 )
 def test_clean_message_examples(message: str, expected: str) -> None:
@@ -129,6 +135,8 @@ def test_clean_keeps_the_words_and_drops_decorations(
         ("ci: run on 3.13", "a", "ci"),
         ("test: cover edge case", "a", "tests"),
         ("Merge branch 'master' into feature", "a", "merge"),
+        ("v3 beta 1", "a", "release"),
+        ("Update to hyper 1.0.0-rc.4", "a", "dependency"),
         ("fix stuff", "a", "short"),
         ("Address review comments", "a", "wip"),
         ("Add retry support to the HTTP adapter", "a", None),
@@ -137,6 +145,13 @@ def test_clean_keeps_the_words_and_drops_decorations(
 )
 def test_skip_reason(message: str, author: str, reason: str | None) -> None:
     assert skip_reason(message, author, "x@example.com") == reason
+
+
+def test_is_changelog() -> None:
+    for p in ("CHANGELOG.md", "docs/release-notes.md", "axum/CHANGELOG.md", "HISTORY.rst", "NEWS"):
+        assert is_changelog(p), p
+    for p in ("MIGRATION_GUIDE.md", "README.md", "src/changes.py", "history/model.py"):
+        assert not is_changelog(p), p
 
 
 @pytest.mark.parametrize(
@@ -261,6 +276,7 @@ def _make_repo(root: Path) -> tuple[_Repo, dict[str, str]]:
             "tests/test_core.py": "def test_parse():\n    pass\n",
             "docs/index.md": "# Docs\n",
             "README.md": "# pkg\n",
+            "CHANGELOG.md": "# Changes\n- Add parse_header helper to the core module\n",
         },
     )
     shas["code"] = r.commit(
@@ -345,6 +361,10 @@ def test_build_repo_end_to_end_and_byte_identical(tmp_path: Path) -> None:
     assert (corpus / "pkg" / "stream.py").exists()
     assert not (corpus / "pkg" / "legacy.py").exists()
     assert not (corpus / ".git").exists()
+    assert not (corpus / "CHANGELOG.md").exists()  # it quotes the questions
+    assert (corpus / "README.md").exists()
+    meta = json.loads((out1 / "tiny" / "meta.json").read_text())
+    assert meta["left_out_of_corpus"] == ["CHANGELOG.md"]
     assert (out1 / "tiny" / "corpus.commit").read_text().strip() == shas["pinned"]
 
     # byte for byte: every file of both runs, corpus included
@@ -369,3 +389,60 @@ def test_build_repo_end_to_end_and_byte_identical(tmp_path: Path) -> None:
     assert [q["commit"] for q in newest] == [shas["fix"], shas["added"]]
     assert [q["split"] for q in newest] == ["tune", "test"]
     assert b4.skipped["older-than-selection"] == 2
+
+
+# --- the plain BM25 baseline (ragloom.eval.baseline) ---------------------------------------------
+
+
+def test_baseline_tokenize_metrics_and_file_ranking(tmp_path: Path) -> None:
+    import sqlite3
+
+    from ragloom.eval.baseline import (
+        Bm25Baseline,
+        file_metrics,
+        load_chunks,
+        mean_metrics,
+        simple_tokenize,
+    )
+
+    assert simple_tokenize("parse_header(HTTP/2) x-Forwarded") == [
+        "parse",
+        "header",
+        "http",
+        "2",
+        "x",
+        "forwarded",
+    ]
+    assert simple_tokenize("") == []
+    m = file_metrics(["a.py", "b.py", "c.py"], ["b.py", "z.py"])
+    assert m == {"R@1": 0.0, "R@5": 0.5, "R@10": 0.5, "MRR@10": 0.5}
+    assert mean_metrics([m, {**m, "MRR@10": 1.0}])["MRR@10"] == 0.75
+
+    db = tmp_path / "index.sqlite"
+    con = sqlite3.connect(db)
+    con.execute(
+        "CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, path TEXT, symbol TEXT, text TEXT)"
+    )
+    con.executemany(
+        "INSERT INTO chunks (path, symbol, text) VALUES (?, ?, ?)",
+        [
+            ("pkg/headers.py", "parse_header", "def parse_header(raw): split the raw header"),
+            ("pkg/headers.py", "Headers", "class Headers: a header mapping"),
+            ("pkg/cookies.py", "parse_cookie", "def parse_cookie(raw): cookie jar"),
+            ("docs/intro.md", "", "Welcome to the documentation"),
+        ],
+    )
+    con.commit()
+    con.close()
+    chunks = load_chunks(tmp_path)
+    assert [c.path for c in chunks][:2] == ["pkg/headers.py", "pkg/headers.py"]
+    bm = Bm25Baseline(chunks)
+    # no stop words: "the" matches the docs page, below both code files
+    assert bm.rank_files("parse the raw header") == [
+        "pkg/headers.py",
+        "pkg/cookies.py",
+        "docs/intro.md",
+    ]
+    assert bm.rank_files("cookie") == ["pkg/cookies.py"]
+    assert bm.rank_files("zzz unknown") == []
+    assert bm.rank_files("!!!") == []

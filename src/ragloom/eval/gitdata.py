@@ -28,6 +28,10 @@ Gold files
     ``.d.ts`` or generated file), that exist at the same path in the pinned tree and that
     ragloom's walker indexes there. A commit qualifies when it touches (adds, modifies or
     deletes) at most :data:`MAX_SOURCE_FILES` source files and at least one gold file remains.
+Corpus
+    The tree of the pinned commit (symlinks and submodules aside) without its changelogs and
+    release notes (:func:`is_changelog`): they quote the very commit messages the questions are
+    made of, written after each change, so they would answer every question from its future.
 Selection and split
     Qualifying commits are ordered by committer date, then hash; the newest ``max_questions``
     are kept (a repeated question text keeps only its newest commit), and per repository the
@@ -47,7 +51,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -76,6 +80,7 @@ __all__ = [
     "dump_questions",
     "extract_tree",
     "indexable_paths",
+    "is_changelog",
     "is_generated_text",
     "load_repo_specs",
     "path_role",
@@ -138,7 +143,7 @@ _MERGE_BRANCH_RE = re.compile(
 )
 _EMPTY_BRACKETS_RE = re.compile(r"\(\s*\)|\[\s*\]")
 _SPACES_RE = re.compile(r"\s+")
-_STRIP_CHARS = " \t-:;,.|/\\"
+_STRIP_CHARS = " \t-:;,.|/\\\u2026"
 _TRAILER_RE = re.compile(
     r"^(?:signed-off-by|co-authored-by|co-authored|reviewed-by|acked-by|tested-by|"
     r"reported-by|suggested-by|helped-by|cc|change-id|pr-url|closes|fixes|resolves|refs?|"
@@ -149,7 +154,7 @@ _HTML_COMMENT_RE = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
 
 
 def _clean_step(text: str) -> str:
-    s = _SPACES_RE.sub(" ", text).strip()
+    s = _SPACES_RE.sub(" ", text.replace("\\n\\n", " ")).strip()
     s = _GITMOJI_RE.sub("", s)
     s = _LEADING_SYMBOLS_RE.sub("", s)
     s = _BRACKET_TAG_RE.sub("", s)
@@ -220,6 +225,9 @@ def _body_paragraph(body: str) -> str:
 
 
 def _subject_and_body(message: str) -> tuple[str, str]:
+    if "\\n\\n" in message:
+        # a message written with literal "\n" escapes (some tools do): they are line breaks
+        message = message.replace("\\n", "\n")
     lines = message.strip().splitlines()
     if not lines:
         return "", ""
@@ -275,6 +283,7 @@ _SKIP_CONVENTIONAL_RE = re.compile(
 _REVERT_RE = re.compile(r"^(?:revert\b|reverts\b|rollback\b|back\s*out\b)", re.IGNORECASE)
 _RELEASE_RES: tuple[re.Pattern[str], ...] = (
     re.compile(r"^v?\d+(?:\.\d+)+\S*$", re.IGNORECASE),
+    re.compile(r"^v?\d+(?:\.\d+)*\s*(?:alpha|beta|rc|pre|preview|final)\b", re.IGNORECASE),
     re.compile(
         r"^(?:release|released|releasing|prepare|preparing|publish|tag(?:ged)?|cut)\b"
         r".*(?:\d+\.\d+|release|version)",
@@ -299,6 +308,10 @@ _DEPENDENCY_RES: tuple[re.Pattern[str], ...] = (
         re.IGNORECASE,
     ),
     re.compile(r"^update (?:module|rust crate|dependency)\b", re.IGNORECASE),
+    re.compile(
+        r"^(?:update|upgrade|bump|migrate|move|port)s?\s+(?:to\s+)?[\w.-]+\s+(?:to\s+)?v?\d+\.\d+",
+        re.IGNORECASE,
+    ),
     re.compile(r"\bthe \S+ group\b.*\bupdates?\b", re.IGNORECASE),
 )
 _FORMAT_RE = re.compile(
@@ -518,6 +531,22 @@ def path_role(path: str) -> PathRole:
     return "source"
 
 
+_CHANGELOG_RE = re.compile(
+    r"^(?:changelog|changes|history|news|release[-_ ]?notes|releases)"
+    r"(?:\.(?:md|mdx|markdown|rst|txt|adoc|asciidoc))?$",
+    re.IGNORECASE,
+)
+
+
+def is_changelog(path: str) -> bool:
+    """A changelog or release-notes file (``CHANGELOG.md``, ``docs/release-notes.md``, ...).
+
+    These are left out of the corpus: they quote the commit messages the questions are made
+    of, written after the change (a leak from the future of every question).
+    """
+    return bool(_CHANGELOG_RE.match(PurePosixPath(path).name))
+
+
 def is_generated_text(head: str) -> bool:
     """A file whose first lines say it is generated (``Code generated ... DO NOT EDIT``)."""
     return bool(_GENERATED_TEXT_RE.search(head))
@@ -618,21 +647,24 @@ def tree_paths(git_dir: Path, commit: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def extract_tree(git_dir: Path, commit: str, dest: Path) -> int:
+_FILE_MODES = ("100644", "100755")
+
+
+def extract_tree(
+    git_dir: Path, commit: str, dest: Path, *, skip: Callable[[str], bool] | None = None
+) -> int:
     """Write ``commit``'s tree into ``dest`` (replaced), as ``git archive`` would; returns files.
 
     Unlike ``git archive`` it ignores ``export-ignore`` and ``export-subst`` attributes (a
-    checkout has those files), and it skips symlinks and submodules. Every file's mtime is the
-    commit time, so two extractions are identical.
+    checkout has those files), and it skips symlinks, submodules and the paths ``skip`` says
+    yes to. Every file's mtime is the commit time, so two extractions are identical.
     """
     entries = tree_paths(git_dir, commit)
     ts = int(_git(git_dir, "show", "-s", "--format=%ct", commit).decode().strip())
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    blobs = sorted(
-        (p, sha, mode) for p, (mode, sha) in entries.items() if mode in ("100644", "100755")
-    )
+    blobs = sorted((p, sha, mode) for p, (mode, sha) in entries.items() if mode in _FILE_MODES)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["GIT_DIR"] = str(git_dir)
     written = 0
@@ -650,7 +682,7 @@ def extract_tree(git_dir: Path, commit: str, dest: Path) -> int:
                 raise InputError(f"git cat-file: unexpected answer for {path}: {header!r}")
             data = stdout.read(int(header[2]))
             stdout.read(1)  # the newline after the object
-            if ".." in PurePosixPath(path).parts:
+            if ".." in PurePosixPath(path).parts or (skip is not None and skip(path)):
                 continue
             target = dest / path
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -917,12 +949,16 @@ def build_repo(
     if force_extract or current != pinned or not corpus.is_dir():
         repo_out.mkdir(parents=True, exist_ok=True)
         marker.unlink(missing_ok=True)
-        corpus_files = extract_tree(git_dir, pinned, corpus)
+        corpus_files = extract_tree(git_dir, pinned, corpus, skip=is_changelog)
         marker.write_text(pinned + "\n")
         extracted = True
     entries = tree_paths(git_dir, pinned)
+    removed = sorted(p for p, (m, _) in entries.items() if m in _FILE_MODES and is_changelog(p))
+    for rel in removed:  # a corpus extracted before changelogs were left out
+        (corpus / rel).unlink(missing_ok=True)
+    entries = {p: e for p, e in entries.items() if p not in set(removed)}
     if not extracted:
-        corpus_files = sum(1 for m, _ in entries.values() if m in ("100644", "100755"))
+        corpus_files = sum(1 for m, _ in entries.values() if m in _FILE_MODES)
     indexable = indexable_paths(corpus) & set(entries)
     eligible = _eligible(corpus, indexable)
     commits = read_commits(git_dir, pinned)
@@ -954,7 +990,12 @@ def build_repo(
         skipped=dict(sel.skipped),
         extracted=extracted,
     )
-    meta = {**build.to_dict(), "language": spec.language, "url": spec.url}
+    meta = {
+        **build.to_dict(),
+        "language": spec.language,
+        "url": spec.url,
+        "left_out_of_corpus": removed,
+    }
     (repo_out / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return build
 

@@ -320,10 +320,13 @@ class Retriever:
         return view
 
     def _still_published(self, view: GenerationView) -> bool:
-        """True when ``view``'s generation is still the published one (the seqlock check)."""
+        """True when ``view``'s generation is still the published one (the seqlock check): one
+        ``data_version`` read when nothing was written since the pin; otherwise the next
+        :meth:`pin` re-reads everything and the generation number decides."""
         cached = self._view
         if cached is not None and cached[1] is view and self.store.data_version() == cached[0]:
             return True
+        self._view = None
         return self.store.generation() == view.generation
 
     def vectors_complete(self) -> bool:
@@ -496,8 +499,11 @@ class Retriever:
             # Answer from one generation: pin the published one, then check it is still the one
             # published (a seqlock): rows a generation shows change only after a newer one is
             # published, so an unchanged generation means every read saw that generation.
-            for _ in range(MAX_GENERATION_ATTEMPTS):
-                view = self.pin()
+            cached = self._view
+            for attempt in range(MAX_GENERATION_ATTEMPTS):
+                # the view of the last query is used as is: the check below catches any write
+                # since (and the retry pins afresh), so a quiet index costs one data_version read
+                view = cached[1] if attempt == 0 and cached is not None else self.pin()
                 result = self._search(query, top_k, strat, qc, name, explain, view)
                 if self._still_published(view):
                     break

@@ -57,7 +57,7 @@ ProgressFn = Callable[[str, int, int], None]
 
 EMBED_COMMIT_BATCH = 256
 """Texts embedded between two store commits: bounds the work lost to an interruption."""
-RECLAIM_SECONDS = 1.0
+RECLAIM_SECONDS = 5.0
 """Most time one run spends giving free database pages back to the file system (the rest is
 reclaimed by the next runs): docs/consistency.md, "Stale embeddings"."""
 _BM25_FEED_BATCH = 2000

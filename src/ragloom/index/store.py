@@ -176,8 +176,9 @@ _WANTED = f"(gen_removed IS NULL OR gen_removed > {_GEN})"
 """SQL condition: the row is in the published or the pending generation, so BM25 and HNSW must
 hold it."""
 
-RECLAIM_PAGES_PER_STEP = 2048
-"""Pages ``incremental_vacuum`` returns to the file system per step (8 MB at 4 KiB pages)."""
+RECLAIM_PAGES_PER_STEP = 4096
+"""Pages ``incremental_vacuum`` returns to the file system per step (16 MB at 4 KiB pages;
+~0.3 s each on the 2-core test machine, docs/consistency.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -840,8 +841,8 @@ class Store:
         page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
         return page_size * int(self._db.execute("PRAGMA freelist_count").fetchone()[0])
 
-    def reclaim_space(self, max_seconds: float = 2.0) -> int:
-        """Give free pages back to the file system (``incremental_vacuum``), a few MB per step,
+    def reclaim_space(self, max_seconds: float = 5.0) -> int:
+        """Give free pages back to the file system (``incremental_vacuum``), 16 MB per step,
         for at most about ``max_seconds``; returns the bytes the database file shrinks by.
 
         Each step is a short write transaction that moves pages from the end of the file into
@@ -855,7 +856,8 @@ class Store:
         deadline = time.perf_counter() + max_seconds
         try:
             while int(self._db.execute("PRAGMA freelist_count").fetchone()[0]) > 0:
-                self._db.execute(f"PRAGMA incremental_vacuum({RECLAIM_PAGES_PER_STEP})").fetchall()
+                # sqlite3_exec steps the pragma to the end (execute() would free one page)
+                self._db.executescript(f"PRAGMA incremental_vacuum({RECLAIM_PAGES_PER_STEP});")
                 if time.perf_counter() >= deadline:
                     break
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()

@@ -111,7 +111,7 @@ def _api_worker(root: str, out: str, stop: str, mode: str, strategy: str) -> Non
                 rec["error"] = f"{type(exc).__name__}: {exc}"
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
-            time.sleep(0.01)
+            time.sleep(0.02)  # leave the 2 cores to the indexer too
 
 
 def _cli_loop(index_dir: Path, records: list[dict[str, Any]], stop: threading.Event) -> None:
@@ -206,7 +206,7 @@ def test_queries_during_updates_see_one_generation(tmp_path: Path) -> None:
     lock_checks: list[tuple[int, str]] = []
     t0 = time.perf_counter()
     try:
-        time.sleep(2.0)  # the workers answer at the first generation too
+        time.sleep(1.5)  # the workers answer at the first generation too
         for k in range(1, UPDATES + 1):
             write_all(root, k)
             args = ["index", str(root), "--json"]
@@ -224,7 +224,7 @@ def test_queries_during_updates_see_one_generation(tmp_path: Path) -> None:
             else:
                 run_cli(*args, check=True)
             gen_to_k[_generation(index_dir)] = k
-            time.sleep(1.0)
+            time.sleep(0.7)
         # a writer holds the lock: `ragloom index` exits 22 with one clean line
         with WriteLock(index_dir):
             locked = run_cli("index", str(root))
@@ -264,7 +264,7 @@ def test_queries_during_updates_see_one_generation(tmp_path: Path) -> None:
         f"{len(problems)} problems {dict(kinds)}; second indexer exit codes {[rc for rc, _ in lock_checks]}"
     )
     assert not problems, problems[:10]
-    assert by_worker.get("cli", 0) >= 5
+    assert by_worker.get("cli", 0) >= 3
     assert all(by_worker.get(f"api-{m}-{s}", 0) >= 20 for m, s in workers), by_worker
     assert len(seen) >= 4, seen
     assert dense > 0

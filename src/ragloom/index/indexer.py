@@ -48,7 +48,14 @@ from ragloom.types import Chunk
 if TYPE_CHECKING:
     from ragloom.embed.base import Embedder
 
-__all__ = ["IndexStats", "ProgressFn", "sync_bm25", "sync_vectors", "update_index"]
+__all__ = [
+    "IndexStats",
+    "ProgressFn",
+    "add_known_vectors",
+    "sync_bm25",
+    "sync_vectors",
+    "update_index",
+]
 
 log = logging.getLogger("ragloom.index")
 
@@ -141,6 +148,27 @@ def sync_vectors(
     vecs = store.vectors_for_rowids(model_id, add.tolist(), vectors.dim)
     vectors.apply(add, vecs, remove.tolist())
     # a store commit after every save: readers re-check the vector file when the store changed
+    store.set_meta("vectors_saved", str(int(store.get_meta("vectors_saved") or 0) + 1))
+    progress("vectors", len(add), len(add))
+    return len(add)
+
+
+def add_known_vectors(
+    store: Store, vectors: HnswVectors, model_id: str, progress: ProgressFn = _no_progress
+) -> int:
+    """Before a publish: give the pending generation's new rows whose text already has an
+    embedding (a moved or restored chunk) their vectors, and drop labels above the watermark
+    that are no row of it (left by a run killed before it published). Looks at the pending rows
+    only (the full :func:`sync_vectors` runs after the publish); returns vectors added."""
+    _, watermark = store.published()
+    held = vectors.held_rowids()
+    add = np.setdiff1d(store.pending_rowids(model_id), held)
+    ghosts = np.setdiff1d(held[held > watermark], store.pending_rowids())
+    if not len(add) and not len(ghosts):
+        return 0
+    progress("vectors", 0, len(add))
+    vecs = store.vectors_for_rowids(model_id, add.tolist(), vectors.dim)
+    vectors.apply(add, vecs, ghosts.tolist())
     store.set_meta("vectors_saved", str(int(store.get_meta("vectors_saved") or 0) + 1))
     progress("vectors", len(add), len(add))
     return len(add)
@@ -250,7 +278,7 @@ def update_index(
     sync_bm25(store, bm25, progress)
     vectors, key = _open_vectors(index_dir, embedder)
     if vectors is not None:
-        sync_vectors(store, vectors, key, progress)
+        add_known_vectors(store, vectors, key, progress)
     t4 = time.perf_counter()
     stats.timings["bm25"] = t4 - t3
 

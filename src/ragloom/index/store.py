@@ -578,6 +578,20 @@ class Store:
         rows = self._db.execute(f"SELECT rowid FROM chunks WHERE {_WANTED}").fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
+    def pending_rowids(self, model_id: str | None = None) -> np.ndarray:
+        """Rowids of the pending generation's new rows (above the watermark); with
+        ``model_id``, only those whose text has an embedding for it."""
+        _, watermark = self.published()
+        if model_id is None:
+            rows = self._db.execute("SELECT rowid FROM chunks WHERE rowid > ?", (watermark,))
+        else:
+            rows = self._db.execute(
+                "SELECT c.rowid FROM chunks c JOIN embeddings e ON e.model_id = ? "
+                "AND e.node_hash = c.node_hash WHERE c.rowid > ?",
+                (model_id, watermark),
+            )
+        return np.fromiter((r[0] for r in rows), dtype=np.int64)
+
     def bm25_sources(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
         """(text, symbol, path) by rowid, whatever generation the rows belong to."""
         return {

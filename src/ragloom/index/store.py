@@ -415,12 +415,16 @@ class Store:
         texts when no other chunk has the text; returns (rows, embeddings) deleted."""
         gen = self.generation()
         with self.transaction() as conn:
-            hashes = [
-                str(r[0])
-                for r in conn.execute(
-                    "SELECT DISTINCT node_hash FROM chunks WHERE gen_removed <= ?", (gen,)
+            hashes = list(
+                dict.fromkeys(
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT node_hash FROM chunks INDEXED BY chunks_gen_removed "
+                        "WHERE gen_removed <= ?",
+                        (gen,),
+                    )
                 )
-            ]
+            )
             rows = int(conn.execute("DELETE FROM chunks WHERE gen_removed <= ?", (gen,)).rowcount)
             pruned = 0
             keys = self._embedding_keys(conn)
@@ -487,15 +491,16 @@ class Store:
         key: str,
         values: Sequence[int] | Sequence[str],
         where: str = "",
+        table: str = "chunks",
     ) -> Iterator[Sequence[Any]]:
-        """Rows of ``SELECT columns FROM chunks WHERE key IN values [AND where]``, 900 values
+        """Rows of ``SELECT columns FROM table WHERE key IN values [AND where]``, 900 values
         per query (below SQLite's 999 bound-parameter limit of older builds)."""
         extra = f" AND {where}" if where else ""
         for start in range(0, len(values), _IN_BATCH):
             part = list(values[start : start + _IN_BATCH])
             marks = ",".join("?" * len(part))
             yield from self._db.execute(
-                f"SELECT {columns} FROM chunks WHERE {key} IN ({marks}){extra}", part
+                f"SELECT {columns} FROM {table} WHERE {key} IN ({marks}){extra}", part
             )
 
     def chunks_by_rowids(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
@@ -509,17 +514,18 @@ class Store:
         """Rows of the published generation with these chunk ids: the live row of an id through
         its index, or the row a pending update is replacing (which readers still see)."""
         live = self._select_in(
-            _CHUNK_COLS, "id", ids, f"gen_removed IS NULL AND rowid <= {_WATERMARK}"
+            _CHUNK_COLS,
+            "id",
+            ids,
+            f"gen_removed IS NULL AND rowid <= {_WATERMARK}",
+            # without statistics the planner would walk the gen_removed index instead
+            table="chunks INDEXED BY chunks_live_id",
         )
         out = {str(r[1]): _row_to_chunk(r) for r in live}
-        if len(out) < len(set(ids)):
-            replaced = self._db.execute(
-                f"SELECT {_CHUNK_COLS} FROM chunks WHERE gen_removed > {_GEN}"
-            ).fetchall()
-            wanted = set(ids)
-            for r in replaced:
-                if str(r[1]) in wanted:
-                    out[str(r[1])] = _row_to_chunk(r)
+        missing = [i for i in dict.fromkeys(ids) if i not in out]
+        if missing:
+            for r in self._select_in(_CHUNK_COLS, "id", missing, f"gen_removed > {_GEN}"):
+                out[str(r[1])] = _row_to_chunk(r)
         return out
 
     def texts_by_rowids(self, rowids: Sequence[int]) -> dict[int, str]:

@@ -20,18 +20,28 @@ no longer published, which readers filter out (docs/consistency.md).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Protocol
+from pathlib import Path, PurePosixPath
+from typing import Final, Protocol
 
 import numpy as np
 
 from ragloom.errors import DbError
 from ragloom.index.atomic import atomic_save_npy, atomic_write_json, load_npy
-from ragloom.index.tokenize import TOKENIZER_VERSION, code_tokens
+from ragloom.index.tokenize import BM25_FIELDS, TOKENIZER_VERSION, code_tokens
 
-__all__ = ["Bm25Backend", "TantivyBm25", "bm25_document"]
+__all__ = [
+    "FIELDS",
+    "FIELD_BOOSTS",
+    "FIELD_SEP",
+    "Bm25Backend",
+    "TantivyBm25",
+    "bm25_document",
+    "bm25_source_document",
+    "tokenise_document",
+]
 
 _WRITER_HEAP_BYTES = 64_000_000
 """tantivy writer heap: enough for ~100k chunks per commit without flushing many segments."""
@@ -39,9 +49,108 @@ _MAX_QUERY_TERMS = 64
 """Queries are capped to this many distinct terms: long pasted text should not stall search."""
 
 
+FIELDS: Final = ("body", "path", "symbol", "signature", "doc")
+"""Text fields of a document, in the order :data:`FIELD_SEP` joins them. ``body`` is the whole
+chunk (symbol, path and text: the single-field document of ``code-v1``); the others repeat a
+part of it so that a match there counts extra, each with its own BM25 length normalisation."""
+FIELD_SEP: Final = "\x1f"
+"""Joins the fields of one document string (ASCII unit separator: never inside a token)."""
+FIELD_BOOSTS: dict[str, float] = {
+    "body": 1.0,
+    "path": 0.5,
+    "symbol": 0.25,
+    "signature": 0.5,
+    "doc": 1.0,
+}
+"""Per-field multipliers of a query term's BM25 score (summed over fields); a field at 0 is not
+queried. Chosen by coordinate ascent on the git-history evaluation's tune split (700 questions,
+sparse strategy, file MRR@10; docs/index-choices.md "Field-aware BM25"): body only 0.500;
++symbol 0.25 0.508; +path 0.5 0.515; +signature 0.5 0.520; +doc 1.0 0.562 (doc 0.5: 0.552,
+2.0: 0.545; symbol 0.5: 0.559; path 1.0: 0.562; signature 1.0: 0.554); a second pass moved
+nothing."""
+
+_MAX_SIGNATURE_LINES = 4
+"""A declaration whose parentheses are still open continues on the next lines, up to this."""
+_HASH_COMMENT = frozenset({".py", ".pyi", ".rb", ".sh", ".bash", ".yaml", ".yml", ".toml", ".r"})
+_SLASH_COMMENT = frozenset(
+    {
+        ".go", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".rs", ".java",
+        ".c", ".h", ".cc", ".cpp", ".hpp", ".cs", ".kt", ".swift", ".scala", ".php", ".dart",
+    }
+)  # fmt: skip
+_CODE = _HASH_COMMENT | _SLASH_COMMENT
+_PY_DOC = re.compile(r'"""(.*?)"""|\'\'\'(.*?)\'\'\'|#([^\n]*)', re.DOTALL)
+_SLASH_DOC = re.compile(r"/\*(.*?)\*/|//([^\n]*)", re.DOTALL)
+_HASH_DOC = re.compile(r"#([^\n]*)")
+_NOT_DECLARATION = ("#", "//", "/*", "*", "@", '"""', "'''", "<!--", "--")
+
+
+def _signature(text: str, suffix: str) -> str:
+    """The declaration line(s) of a chunk of code: the first line that is not blank, a comment
+    or a decorator (plus continuation lines while its parentheses are open); empty for prose
+    and data files."""
+    if suffix not in _CODE:
+        return ""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(_NOT_DECLARATION):
+            continue
+        out = [stripped]
+        depth = stripped.count("(") - stripped.count(")")
+        j = i + 1
+        while depth > 0 and j < len(lines) and len(out) < _MAX_SIGNATURE_LINES:
+            out.append(lines[j].strip())
+            depth += lines[j].count("(") - lines[j].count(")")
+            j += 1
+        return " ".join(out)
+    return ""
+
+
+def _doc_text(text: str, suffix: str) -> str:
+    """Docstrings and comments of a chunk, by regex on the file's suffix (empty for prose and
+    data files, whose body is all text anyway)."""
+    if suffix in (".py", ".pyi"):
+        pattern = _PY_DOC
+    elif suffix in _SLASH_COMMENT:
+        pattern = _SLASH_DOC
+    elif suffix in _HASH_COMMENT:
+        pattern = _HASH_DOC
+    else:
+        return ""
+    return "\n".join(g for m in pattern.finditer(text) for g in m.groups() if g)
+
+
+def bm25_source_document(text: str, symbol: str, path: str) -> str:
+    """The untokenised document of one chunk: ``"<symbol> <path>\\n<text>"`` for the body, then
+    (with :data:`~ragloom.index.tokenize.BM25_FIELDS`) the path, symbol, signature and doc
+    fields, joined by :data:`FIELD_SEP`. :func:`tokenise_document` makes it the indexed form."""
+    body = f"{symbol} {path}\n{text}"
+    if not BM25_FIELDS:
+        return body
+    if FIELD_SEP in body:  # cannot shift the fields
+        text, symbol, path = (t.replace(FIELD_SEP, " ") for t in (text, symbol, path))
+        body = f"{symbol} {path}\n{text}"
+    suffix = PurePosixPath(path).suffix.lower()
+    return FIELD_SEP.join(
+        (
+            body,
+            path,
+            symbol,
+            _signature(text, suffix),
+            _doc_text(text, suffix),
+        )
+    )
+
+
+def tokenise_document(source: str) -> str:
+    """Code tokens of each field of a document (fields stay apart, tokens space-separated)."""
+    return FIELD_SEP.join(" ".join(code_tokens(part)) for part in source.split(FIELD_SEP))
+
+
 def bm25_document(text: str, symbol: str, path: str) -> str:
-    """The token string indexed for one chunk: its symbol and path, then its text."""
-    return " ".join(code_tokens(f"{symbol} {path}\n{text}"))
+    """The token string indexed for one chunk (fields joined by :data:`FIELD_SEP`)."""
+    return tokenise_document(bm25_source_document(text, symbol, path))
 
 
 class Bm25Backend(Protocol):
@@ -64,7 +173,9 @@ class TantivyBm25:
         self._tantivy = tantivy
         sb = tantivy.SchemaBuilder()
         sb.add_integer_field("rowid", stored=False, indexed=True, fast=True)
-        sb.add_text_field("body", stored=False, tokenizer_name="whitespace", index_option="freq")
+        self._fields = FIELDS if BM25_FIELDS else FIELDS[:1]
+        for name in self._fields:
+            sb.add_text_field(name, stored=False, tokenizer_name="whitespace", index_option="freq")
         self._schema = sb.build()
         engine_dir = directory / "engine"
         try:
@@ -151,12 +262,15 @@ class TantivyBm25:
         if not weights:
             return []
         tv = self._tantivy
+        boosts = [(f, b) for f, b in FIELD_BOOSTS.items() if b > 0] if BM25_FIELDS else []
+        boosts = boosts or [("body", 1.0)]
         clauses = []
         for tok, weight in weights.items():
-            q = tv.Query.term_query(self._schema, "body", tok)
-            if weight != 1.0:
-                q = tv.Query.boost_query(q, weight)
-            clauses.append((tv.Occur.Should, q))
+            for field, boost in boosts:
+                q = tv.Query.term_query(self._schema, field, tok)
+                if weight * boost != 1.0:
+                    q = tv.Query.boost_query(q, weight * boost)
+                clauses.append((tv.Occur.Should, q))
         query_obj = clauses[0][1] if len(clauses) == 1 else tv.Query.boolean_query(clauses)
         searcher = self._index.searcher()
         result = searcher.search(query_obj, k)
@@ -179,6 +293,9 @@ class TantivyBm25:
     ) -> int:
         """Add (rowid, token string) documents and delete rowids, then commit.
 
+        A token string holds the fields of :data:`FIELDS` joined by :data:`FIELD_SEP`
+        (:func:`bm25_document`); one without separators is the body alone.
+
         Idempotent: unless the engine is empty, every add first deletes its rowid, whatever the
         sidecar says, so replaying after a crash between the engine's commit and the sidecar
         write (the sidecar then lists the old set) cannot duplicate documents.
@@ -197,7 +314,10 @@ class TantivyBm25:
                 writer.delete_documents_by_term("rowid", int(rowid))
             doc = tv.Document()
             doc.add_integer("rowid", int(rowid))
-            doc.add_text("body", body)
+            # a document without separators (a caller's own text) is all body
+            for name, part in zip(self._fields, body.split(FIELD_SEP), strict=False):
+                if part:
+                    doc.add_text(name, part)
             writer.add_document(doc)
             have.add(int(rowid))
             n += 1

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TOKENIZER_VERSION", "code_tokens", "split_identifier"]
+__all__ = ["BM25_FIELDS", "TOKENIZER_VERSION", "code_tokens", "split_identifier"]
 
-TOKENIZER_VERSION = "code-v1"
-"""Bumped whenever tokenisation changes; stored in the index so a change forces a rebuild."""
+BM25_FIELDS = True
+"""Field-aware BM25 (:mod:`ragloom.index.bm25`): documents carry path, symbol, signature and doc
+fields beside the body, scored with per-field boosts. ``False`` indexes the body field only (the
+``code-v1`` layout). Part of :data:`TOKENIZER_VERSION`, so switching it rebuilds BM25."""
+
+TOKENIZER_VERSION = "code-v1+fields1" if BM25_FIELDS else "code-v1"
+"""Bumped whenever tokenisation or the BM25 document layout changes; stored in the index so a
+change forces a rebuild."""
 
 # A "word" is a run of identifier characters, optionally joined by dots (qualified names).
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[0-9]+")

@@ -11,9 +11,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ragloom.index.bm25 import TantivyBm25
+from ragloom.index.bm25 import TantivyBm25, bm25_source_document, tokenise_document
 from ragloom.index.store import Store
-from ragloom.index.tokenize import code_tokens
 
 __all__ = [
     "Bm25Engine",
@@ -57,9 +56,9 @@ class DocumentSource(Protocol):
 class StoreDocumentSource:
     """Documents of an index's SQLite store, as the indexer feeds BM25.
 
-    The text of each document is ``"<symbol> <path>\\n<chunk text>"``, which the actor
-    tokenises with :func:`~ragloom.index.tokenize.code_tokens`; that is exactly
-    :func:`ragloom.index.bm25.bm25_document`, so the actor's index equals the indexer's.
+    The text of each document is :func:`ragloom.index.bm25.bm25_source_document` of the chunk,
+    which the actor tokenises with :func:`ragloom.index.bm25.tokenise_document`; that is
+    exactly :func:`ragloom.index.bm25.bm25_document`, so the actor's index equals the indexer's.
     """
 
     def __init__(self, db_path: Path, *, batch: int = 2000) -> None:
@@ -71,7 +70,9 @@ class StoreDocumentSource:
         store = Store(self.db_path, readonly=True)
         try:
             for rows in store.iter_chunk_texts(self.batch):
-                yield [(rowid, f"{head}\n{text}") for rowid, text, head in rows]
+                # symbol and path apart (a symbol may hold spaces): one keyed read per batch
+                src = store.bm25_sources([rowid for rowid, _, _ in rows])
+                yield [(rowid, bm25_source_document(*src[rowid])) for rowid, _, _ in rows]
         finally:
             store.close()
 
@@ -85,6 +86,7 @@ class StoreDocumentSource:
 
 
 def tokenised(docs: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str]]:
-    """``(rowid, text)`` -> ``(rowid, code tokens joined by spaces)``, as the engine indexes them."""
+    """``(rowid, text)`` -> ``(rowid, code tokens joined by spaces)``, field by field (see
+    :func:`ragloom.index.bm25.tokenise_document`), as the engine indexes them."""
     for rowid, text in docs:
-        yield int(rowid), " ".join(code_tokens(text))
+        yield int(rowid), tokenise_document(text)

@@ -154,24 +154,31 @@ def sync_vectors(
 
 
 def add_known_vectors(
-    store: Store, vectors: HnswVectors, model_id: str, progress: ProgressFn = _no_progress
-) -> int:
+    store: Store, spec: VectorsSpec, progress: ProgressFn = _no_progress
+) -> HnswVectors | None:
     """Before a publish: give the pending generation's new rows whose text already has an
     embedding (a moved or restored chunk) their vectors, and drop labels above the watermark
     that are no row of it (left by a run killed before it published). Looks at the pending rows
-    only (the full :func:`sync_vectors` runs after the publish); returns vectors added."""
+    and the saved label list only, and loads the index (returned) only when there is work (the
+    full :func:`sync_vectors` runs after the publish), so the publish is not delayed by it."""
+    directory, _, model_id = spec
     _, watermark = store.published()
-    held = vectors.held_rowids()
+    held = HnswVectors.stored_labels(directory)
+    vectors = None
+    if held is None:  # the label list does not describe the file: ask the index itself
+        vectors = HnswVectors(*spec)
+        held = vectors.held_rowids()
     add = np.setdiff1d(store.pending_rowids(model_id), held)
     ghosts = np.setdiff1d(held[held > watermark], store.pending_rowids())
     if not len(add) and not len(ghosts):
-        return 0
+        return vectors
+    vectors = vectors if vectors is not None else HnswVectors(*spec)
     progress("vectors", 0, len(add))
     vecs = store.vectors_for_rowids(model_id, add.tolist(), vectors.dim)
     vectors.apply(add, vecs, ghosts.tolist())
     store.set_meta("vectors_saved", str(int(store.get_meta("vectors_saved") or 0) + 1))
     progress("vectors", len(add), len(add))
-    return len(add)
+    return vectors
 
 
 def _read(sf: SourceFile, max_bytes: int) -> tuple[SourceFile, bytes] | str:
@@ -276,9 +283,11 @@ def update_index(
         log.warning("bm25 index unreadable, rebuilding", extra={"path": str(bm25_dir)})
         bm25 = TantivyBm25.reset(bm25_dir)
     sync_bm25(store, bm25, progress)
-    vectors, key = _open_vectors(index_dir, embedder)
-    if vectors is not None:
-        add_known_vectors(store, vectors, key, progress)
+    spec = _vectors_spec(index_dir, embedder)
+    vectors: HnswVectors | None = None
+    key = spec[2] if spec is not None else ""
+    if spec is not None:
+        vectors = add_known_vectors(store, spec, progress)
     t4 = time.perf_counter()
     stats.timings["bm25"] = t4 - t3
 
@@ -293,6 +302,8 @@ def update_index(
     stats.timings["publish"] = t5 - t4
 
     # 6. embeddings, 7. vectors, then the replaced rows leave the store
+    if spec is not None and vectors is None:
+        vectors = HnswVectors(*spec)
     if embedder is not None:
         assert vectors is not None
         stats.model = embedder.model_id
@@ -320,23 +331,25 @@ def update_index(
     return stats
 
 
-def _open_vectors(index_dir: Path, embedder: Embedder | None) -> tuple[HnswVectors | None, str]:
-    """The HNSW index to keep in step with the store, and its embedding key: the embedder's
-    (an index made under another key is discarded and rebuilt from the store's cache), or,
-    when not embedding, the one already there (None when there is none)."""
+VectorsSpec = tuple[Path, int, str]
+"""(folder, dimension, embedding key) of the HNSW index an update keeps in step."""
+
+
+def _vectors_spec(index_dir: Path, embedder: Embedder | None) -> VectorsSpec | None:
+    """The HNSW index to keep in step with the store: the embedder's (an index made under
+    another key is discarded and rebuilt from the store's cache), or, when not embedding, the
+    one already there (None when there is none)."""
     vec_dir = index_dir / "vectors"
     if embedder is None:
         key, dim = HnswVectors.stored_key(vec_dir), HnswVectors.stored_dim(vec_dir)
-        if key is None or dim is None:
-            return None, ""
-        return HnswVectors(vec_dir, dim, key), key
+        return None if key is None or dim is None else (vec_dir, dim, key)
     key = embedding_key(embedder.model_id)
     if vec_dir.exists() and HnswVectors.stored_key(vec_dir) != key:
         # Vectors made under another model or embedding-text format: rowids alone cannot
         # tell them apart, so the HNSW index is rebuilt from the store's cache.
         log.info("vector index made under another embedding key, rebuilding")
         shutil.rmtree(vec_dir)
-    return HnswVectors(vec_dir, embedder.dim, key), key
+    return vec_dir, embedder.dim, key
 
 
 def embed_missing(store: Store, embedder: Embedder, progress: ProgressFn = _no_progress) -> int:

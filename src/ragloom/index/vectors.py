@@ -165,6 +165,18 @@ class HnswVectors:
         return key if isinstance(key, str) else None
 
     @staticmethod
+    def stored_labels(directory: Path) -> np.ndarray | None:
+        """The labels the saved index holds, read from its label list alone (no graph load);
+        None when the list does not describe the file there (load the index to know)."""
+        ident = _ident(directory / "vectors.hnsw")
+        rowids, described = _read_labels(directory)
+        if ident is None:
+            return np.zeros(0, dtype=np.int64)
+        if rowids is None or (described is not None and described != ident):
+            return None
+        return rowids
+
+    @staticmethod
     def stored_dim(directory: Path) -> int | None:
         """The dimension recorded by the last save in ``directory`` (None if unknown)."""
         try:

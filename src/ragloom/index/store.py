@@ -740,10 +740,12 @@ class Store:
         the smallest rowid among those sharing the hash (deterministic)."""
         from ragloom.embed.document import embedding_text
 
+        # the anti-join runs on the node-hash index alone (a row is read only for a missing hash)
         rows = self._db.execute(
-            "SELECT c.node_hash, min(c.rowid), c.path, c.kind, c.symbol, c.text FROM chunks c "
-            "LEFT JOIN embeddings e ON e.model_id=? AND e.node_hash=c.node_hash "
-            "WHERE e.node_hash IS NULL AND c.gen_removed IS NULL GROUP BY c.node_hash",
+            "SELECT c.node_hash, min(c.rowid), c.path, c.kind, c.symbol, c.text "
+            "FROM chunks c INDEXED BY chunks_node_hash WHERE c.node_hash IN (SELECT h.node_hash FROM chunks h LEFT JOIN embeddings e "
+            "ON e.model_id=? AND e.node_hash=h.node_hash WHERE e.node_hash IS NULL) "
+            "AND c.gen_removed IS NULL GROUP BY c.node_hash",
             (model_id,),
         ).fetchall()
         return [
@@ -760,12 +762,15 @@ class Store:
     def embedded_rowids(self, model_id: str) -> np.ndarray:
         """Rowids BM25/HNSW must hold (:meth:`wanted_rowids`) that have an embedding for
         ``model_id``."""
+        # the join reads the node-hash index only; the few collected-to-be rows are subtracted
         rows = self._db.execute(
             "SELECT c.rowid FROM chunks c JOIN embeddings e "
-            f"ON e.model_id=? AND e.node_hash=c.node_hash WHERE {_WANTED}",
+            "ON e.model_id=? AND e.node_hash=c.node_hash",
             (model_id,),
         ).fetchall()
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        embedded = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        gone = np.array(self.hidden_rowids(self.generation()), dtype=np.int64)
+        return np.setdiff1d(embedded, gone) if len(gone) else embedded
 
     def vectors_for_rowids(self, model_id: str, rowids: Sequence[int], dim: int) -> np.ndarray:
         """Embeddings of the given chunk rowids, in order (zeros where missing).

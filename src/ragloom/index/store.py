@@ -592,7 +592,8 @@ class Store:
             rows = self._db.execute("SELECT rowid FROM chunks WHERE rowid > ?", (watermark,))
         else:
             rows = self._db.execute(
-                "SELECT c.rowid FROM chunks c JOIN embeddings e ON e.model_id = ? "
+                # CROSS JOIN keeps the rowid range outermost (else all embeddings are read)
+                "SELECT c.rowid FROM chunks c CROSS JOIN embeddings e ON e.model_id = ? "
                 "AND e.node_hash = c.node_hash WHERE c.rowid > ?",
                 (model_id, watermark),
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import random
 import time
@@ -545,3 +546,68 @@ def test_apply_recency() -> None:
         apply_recency([("x", 0.2)], {"x": datetime(2026, 1, 1)}, now)
     with pytest.raises(NonFiniteScoreError):
         apply_recency([("x", math.nan)], {}, now)
+
+
+# -- file evidence (issue 11) ---------------------------------------------------------------
+def test_file_scores_formula() -> None:
+    from ragloom.retrieve.fusion import file_scores
+
+    ranked = [(1, 0.5), (2, 0.4), (3, 0.3), (4, 0.2)]
+    paths = {1: "a.py", 2: "b.py", 3: "b.py", 4: "b.py"}
+    out = file_scores(ranked, paths, weight=0.5, decay=0.5, top=4)
+    assert out["a.py"] == pytest.approx(0.5)
+    assert out["b.py"] == pytest.approx(0.4 + 0.5 * (0.3 + 0.5 * 0.2))
+    assert file_scores(ranked, paths, weight=0.5, decay=0.5, top=1)["b.py"] == pytest.approx(
+        0.4 + 0.5 * 0.3
+    )
+
+
+def test_file_evidence_lifts_file_with_support() -> None:
+    from ragloom.retrieve.fusion import file_evidence
+
+    ranked = [(1, 0.5), (2, 0.4), (3, 0.3)]
+    paths = {1: "a.py", 2: "b.py", 3: "b.py"}
+    assert [i for i, _ in file_evidence(ranked, paths, 1.0, 0.5, 4)] == [2, 3, 1]
+    assert [i for i, _ in file_evidence(ranked, paths, 0.0, 0.5, 4)] == [1, 2, 3]
+
+
+def test_file_evidence_rejects_bad_params() -> None:
+    from ragloom.retrieve.fusion import file_evidence
+
+    with pytest.raises(ConfigError):
+        file_evidence([(1, 1.0)], {}, -1.0, 0.5, 4)
+    with pytest.raises(ConfigError):
+        file_evidence([(1, 1.0)], {}, 1.0, 1.5, 4)
+    with pytest.raises(ConfigError):
+        file_evidence([(1, float("nan"))], {}, 1.0, 0.5, 4)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 30), st.floats(0, 1), st.sampled_from("abcd")),
+        unique_by=lambda t: t[0],
+        max_size=25,
+    ),
+    st.floats(0, 2),
+    st.floats(0, 1),
+    st.integers(0, 6),
+)
+def test_file_evidence_properties(
+    items: list[tuple[int, float, str]], weight: float, decay: float, top: int
+) -> None:
+    """Same ids; sorted; order inside a file kept; first-seen file order = file_scores order."""
+    from ragloom.retrieve.fusion import file_evidence, file_scores
+
+    ranked = sorted(((i, s) for i, s, _ in items), key=lambda it: (-it[1], it[0]))
+    paths = {i: p for i, _, p in items}
+    out = file_evidence(ranked, paths, weight, decay, top)
+    assert sorted(i for i, _ in out) == sorted(i for i, _ in ranked)
+    assert out == sorted(out, key=lambda it: (-it[1], it[0]))
+    old, new = dict(ranked), dict(out)
+    for i in old:
+        for j in old:
+            if paths[i] == paths[j] and old[i] > old[j]:
+                assert new[i] >= new[j]  # a file's own order is kept (ties may form)
+    fs = file_scores(ranked, paths, weight, decay, top)
+    seen = [fs[f] for f in dict.fromkeys(paths[i] for i, _ in out)]
+    assert all(a >= b - 1e-9 for a, b in itertools.pairwise(seen))

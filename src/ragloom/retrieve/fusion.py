@@ -35,6 +35,8 @@ __all__ = [
     "MmrPick",
     "NonFiniteScoreError",
     "apply_recency",
+    "file_evidence",
+    "file_scores",
     "mmr_select",
     "mmr_select_explain",
     "normalize_scores",
@@ -469,3 +471,67 @@ def apply_recency(
         out.append((uid, float(s) + bonus))
     out.sort(key=lambda kv: (-kv[1], kv[0]))
     return out
+
+
+def file_scores(
+    ranked: Sequence[tuple[IdT, float]],
+    paths: Mapping[IdT, str],
+    weight: float,
+    decay: float,
+    top: int,
+) -> dict[str, float]:
+    """Score of each file from its chunks' scores ``s_1 >= s_2 >= ...``:
+
+        file(f) = s_1 + weight * sum_{j=1..top} decay**(j-1) * s_{j+1}
+
+    the best chunk plus a decaying share of the file's further hits (at most ``top`` of them).
+    An id without a path is its own file (keyed by ``repr(id)``).
+    """
+    _check_params(weight, decay, top)
+    by_file: dict[str, list[float]] = {}
+    for cid, score in ranked:
+        if not math.isfinite(score):
+            raise NonFiniteScoreError(f"score of {cid!r} must be finite, got {score!r}")
+        by_file.setdefault(paths.get(cid, repr(cid)), []).append(score)
+    out: dict[str, float] = {}
+    for f, scores in by_file.items():
+        scores.sort(reverse=True)
+        extra = math.fsum(decay**j * s for j, s in enumerate(scores[1 : top + 1]))
+        out[f] = scores[0] + weight * extra
+    return out
+
+
+def file_evidence(
+    ranked: Sequence[tuple[IdT, float]],
+    paths: Mapping[IdT, str],
+    weight: float,
+    decay: float,
+    top: int,
+) -> list[tuple[IdT, float]]:
+    """Add to each hit its file's further evidence, ``file(f) - s_1`` of :func:`file_scores`,
+    and re-sort (score descending, then id ascending).
+
+    Every chunk of a file gains the same amount, so the order inside a file is kept, and the
+    best chunk of each file scores its file's :func:`file_scores`: the first-seen order of the
+    files of the result is the file ranking. ``weight = 0`` only re-sorts.
+    """
+    files = file_scores(ranked, paths, weight, decay, top)
+    best: dict[str, float] = {}
+    for cid, score in ranked:
+        f = paths.get(cid, repr(cid))
+        best[f] = max(best.get(f, score), score)
+    out = [
+        (cid, s + (files[paths.get(cid, repr(cid))] - best[paths.get(cid, repr(cid))]))
+        for cid, s in ranked
+    ]
+    out.sort(key=lambda it: (-it[1], it[0]))
+    return out
+
+
+def _check_params(weight: float, decay: float, top: int) -> None:
+    if not (math.isfinite(weight) and weight >= 0.0):
+        raise ConfigError(f"file evidence weight must be finite and >= 0, got {weight!r}")
+    if not (math.isfinite(decay) and 0.0 <= decay <= 1.0):
+        raise ConfigError(f"file evidence decay must be in [0, 1], got {decay!r}")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise ConfigError(f"file evidence top must be an int >= 0, got {top!r}")

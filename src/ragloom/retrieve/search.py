@@ -145,10 +145,13 @@ ROLE_PRIOR: dict[FileRole, float] = {
 question asks for that role (``query_intent``). Issue-11 tune split (starlette, chi, axios,
 hybrid file MRR@10): no prior 0.634, 0.7 -> 0.608 (chi+axios), 0.5 -> 0.646, 0.3 -> 0.653
 (0.700 on three repositories), 0.2 -> 0.702, 0.1 -> 0.702: 0.3, where the gain flattens."""
-FILE_EVIDENCE = 0.5
-"""Weight of a file's other hits in each of its chunks' scores (``file_evidence``). Issue-11
-tune split (chi+axios, role prior 0.5): off 0.634, 0.25 0.648, 0.5 0.646, 1.0 0.631 file
-MRR@10; R@10 0.766 off, 0.776 at 0.5."""
+FILE_EVIDENCE = 0.0
+"""Weight of a file's other hits in each of its chunks' scores (``file_evidence``); 0 = off.
+Issue-11 tune split (chi+axios, role prior 0.5): off 0.634, 0.25 0.648, 0.5 0.646, 1.0 0.631
+file MRR@10; R@10 0.766 off, 0.776 at 0.5. Off by default all the same: the gain is small and
+file-level only, while chunk answers suffer: at 0.5 the chunk ranked first by BM25 *and* dense
+for "brand new function" (a one-function file) fell out of the top 10 under four siblings of a
+larger file (tests/integration/test_index_cli.py). Callers ranking files may raise it."""
 FILE_EVIDENCE_DECAY = 0.5
 """Each further hit of the same file counts this much less than the one before."""
 FILE_EVIDENCE_TOP = 4

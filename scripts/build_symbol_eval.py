@@ -117,6 +117,9 @@ def cmd_analyze(out: Path, name: str) -> None:
         cells = [str(dict(stats[s]["above"]).get(cat, 0)) for s in order]  # type: ignore[call-overload]
         print(f"| above gold: {cat} | " + " | ".join(cells) + " |")
     for cat in ERROR_CATEGORIES:
+        cells = [str(dict(stats[s]["above_mentioning"]).get(cat, 0)) for s in order]  # type: ignore[call-overload]
+        print(f"| above gold, naming the gold function: {cat} | " + " | ".join(cells) + " |")
+    for cat in ERROR_CATEGORIES:
         cells = [str(dict(stats[s]["top1"]).get(cat, 0)) for s in order]  # type: ignore[call-overload]
         print(f"| rank 1 (not gold): {cat} | " + " | ".join(cells) + " |")
     cells = [str(stats[s]["no_gold_chunk"]) for s in order]

@@ -665,6 +665,9 @@ class ErrorStats:
     rank: Counter[str] = field(default_factory=Counter)
     above: Counter[str] = field(default_factory=Counter)
     top1: Counter[str] = field(default_factory=Counter)
+    above_mentioning: Counter[str] = field(default_factory=Counter)
+    """Hits of ``above`` whose text holds the gold function's name (a call, a test of it, a
+    namesake's definition), by category."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -673,6 +676,9 @@ class ErrorStats:
             "rank": dict(sorted(self.rank.items())),
             "above": {c: self.above[c] for c in ERROR_CATEGORIES if self.above[c]},
             "top1": {c: self.top1[c] for c in ERROR_CATEGORIES if self.top1[c]},
+            "above_mentioning": {
+                c: self.above_mentioning[c] for c in ERROR_CATEGORIES if self.above_mentioning[c]
+            },
         }
 
 
@@ -690,12 +696,14 @@ def analyze_errors(
     ``miss, gold file found`` and ``miss, gold file missed``. ``above``: every hit ranked above
     the first hit of the gold function (all top-``k`` hits on a miss) by category;
     ``top1``: the category of the rank-1 hit when it is not the gold function.
-    ``no_gold_chunk``: queries whose gold function has no chunk of its own in the index.
+    ``above_mentioning``: those of ``above`` whose text holds the gold function's name as a
+    word. ``no_gold_chunk``: queries whose gold function has no chunk of its own in the index.
     """
     dataset = {q.id: q for q in load_dataset(dataset_path)}
     splits = load_split(dataset_path)
-    chunks = _load_chunks(Path(index_dir), with_text=False)
+    chunks = _load_chunks(Path(index_dir))
     kind_of = {c.id: c.kind for c in chunks}
+    text_of = {c.id: c.text for c in chunks}
     symbols_by_path: dict[str, set[str]] = {}
     for c in chunks:
         if c.kind != "module":
@@ -725,14 +733,19 @@ def analyze_errors(
             rec.no_gold_chunk += 1
         if first is None:
             found_file = any(h["path"] == gold_file for h in hits)
-            rec.rank["miss, gold file found" if found_file else "miss, gold file missed"] += 1
+            bucket = "miss, gold file found" if found_file else "miss, gold file missed"
         elif first == 0:
-            rec.rank["1"] += 1
+            bucket = "1"
         else:
-            rec.rank["2-5" if first < 5 else "6-10"] += 1
+            bucket = "2-5" if first < 5 else "6-10"
+        rec.rank[bucket] += 1
         stop = len(hits) if first is None else first
+        name = re.compile(r"\b" + re.escape(gold_symbol.rsplit(".", 1)[-1]) + r"\b")
         for h in hits[:stop]:
-            rec.above[_category(h, kind_of.get(str(h["id"]), ""), gold_file, gold_symbol)] += 1
+            cat = _category(h, kind_of.get(str(h["id"]), ""), gold_file, gold_symbol)
+            rec.above[cat] += 1
+            if name.search(text_of.get(str(h["id"]), "")):
+                rec.above_mentioning[cat] += 1
         if stop > 0:
             h = hits[0]
             rec.top1[_category(h, kind_of.get(str(h["id"]), ""), gold_file, gold_symbol)] += 1

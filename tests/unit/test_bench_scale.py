@@ -235,7 +235,7 @@ def test_bench_concurrency_end_to_end(tiny_index: Path) -> None:
 def test_load_corpus_reads_texts_paths_and_vectors(tiny_index: Path) -> None:
     corpus = load_corpus(tiny_index)
     assert len(corpus) == len(corpus.texts) == len(corpus.paths) == corpus.vectors.shape[0]
-    assert corpus.model_spec == "hashing"
+    assert corpus.model_spec == "hashing:64"  # the manifest keeps the full spec
     assert all(float(abs(v).sum()) > 0 for v in corpus.vectors)  # stored embeddings reused
     assert {p.split("_")[0] for p in corpus.paths} == set(_NAMES)
     assert corpus.document(0).endswith(corpus.texts[0])

@@ -72,7 +72,12 @@ class StoreDocumentSource:
             for rows in store.iter_chunk_texts(self.batch):
                 # symbol and path apart (a symbol may hold spaces): one keyed read per batch
                 src = store.bm25_sources([rowid for rowid, _, _ in rows])
-                yield [(rowid, bm25_source_document(*src[rowid])) for rowid, _, _ in rows]
+                # a row deleted between the two reads (a concurrent publish) is skipped
+                yield [
+                    (rowid, bm25_source_document(*src[rowid]))
+                    for rowid, _, _ in rows
+                    if rowid in src
+                ]
         finally:
             store.close()
 

@@ -39,6 +39,9 @@ from ragloom.retrieve.roles import FILE_ROLES, file_role, is_declaration, query_
         ("zz_generated.deepcopy.go", "generated"),
         (".github/workflows/ci.yml", "build"),
         ("setup.py", "build"),
+        ("tasks.py", "build"),
+        ("asyncio/tasks.py", "implementation"),  # only a root tasks.py is an invoke file
+        ("pkg/setup.py", "implementation"),
         ("package.json", "build"),
         ("Cargo.toml", "build"),
         ("rollup.config.js", "build"),

@@ -83,13 +83,17 @@ _BUILD_EXT = frozenset(
     {".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".lock", ".xml", ".mk", ".cmake"}
 )
 _BUILD_FILE_RE = re.compile(
-    r"^(?:setup\.py|noxfile\.py|tasks\.py|fabfile\.py|build\.rs|makefile|dockerfile.*|"
+    r"^(?:build\.rs|makefile|dockerfile.*|"
     r"justfile|magefile\.go|mage\.go|"
     r"(?:.*\.)?(?:config|conf|rc)\.[cm]?[jt]s|\.?[\w-]*rc(?:\.[cm]?js)?|"
     r"(?:gulpfile|gruntfile|webpack|rollup|vite|vitest|jest|karma|tsup|esbuild|eslint|"
     r"prettier|babel|commitlint|lint-staged|playwright|tsdown|tsconfig)\b.*)$",
     re.IGNORECASE,
 )
+_ROOT_BUILD_FILE_RE = re.compile(r"^(?:setup|noxfile|tasks|fabfile)\.py$", re.IGNORECASE)
+"""Python build and task scripts, build files only at the repository root: ``tasks.py`` there
+is an invoke file, but ``asyncio/tasks.py`` is the implementation of asyncio's tasks (the stdlib
+docstring set lost 0.010 file MRR@10 while it was demoted as build)."""
 _GENERATED_DIRS = frozenset({"dist", "vendor", "node_modules", "generated", "__generated__"})
 _GENERATED_FILE_RE = re.compile(
     r"(?:_pb2(?:_grpc)?\.pyi?|\.pb(?:\.gw)?\.go|^zz_generated.*|_generated\.\w+|"
@@ -134,6 +138,7 @@ def file_role(path: str) -> FileRole:
         or any(d in _BUILD_DIRS for d in dirs)
         or ext in _BUILD_EXT
         or _BUILD_FILE_RE.match(name)
+        or (not dirs and _ROOT_BUILD_FILE_RE.match(name))
     ):
         return "build"
     if _DECLARATION_FILE_RE.search(name):

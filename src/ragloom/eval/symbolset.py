@@ -636,7 +636,8 @@ ERROR_CATEGORIES: tuple[str, ...] = (
     "test code",
     "same-named function elsewhere",
     "other symbol, same file",
-    "other symbol, other file",
+    "other file, same package",
+    "other package",
 )
 """What a hit ranked above the gold function is, first matching category wins."""
 
@@ -653,7 +654,9 @@ def _category(hit: Mapping[str, Any], kind: str, gold_file: str, gold_symbol: st
         return "same-named function elsewhere"
     if path == gold_file:
         return "other symbol, same file"
-    return "other symbol, other file"
+    if path.split("/")[:2] == gold_file.split("/")[:2]:
+        return "other file, same package"
+    return "other package"
 
 
 @dataclass(slots=True)

@@ -14,28 +14,9 @@ from ragloom.errors import IncompatibleIndexError
 from ragloom.index.bm25 import TantivyBm25
 from ragloom.index.indexer import sync_bm25
 from ragloom.index.store import MIGRATIONS, SCHEMA_VERSION, Store
-from ragloom.ingest.ids import chunk_id, text_hash
 from ragloom.retrieve.search import GenerationView, Retriever, _visible_top
 from ragloom.types import Chunk
-
-
-def mk(path: str, symbol: str, text: str, line: int = 1, fh: str = "f") -> Chunk:
-    return Chunk(
-        id=chunk_id("code", path, symbol, "function"),
-        source="code",
-        path=path,
-        symbol=symbol,
-        kind="function",
-        language="python",
-        parent_id=None,
-        start_byte=line * 10,
-        end_byte=line * 10 + len(text),
-        start_line=line,
-        end_line=line + text.count("\n"),
-        node_hash=text_hash(text),
-        file_hash=fh * 32,
-        text=text,
-    )
+from tests.unit.test_store import mk  # one chunk factory for the store tests
 
 
 def write_gen(store: Store, files: dict[str, list[Chunk]], removed: tuple[str, ...] = ()) -> int:

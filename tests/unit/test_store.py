@@ -16,7 +16,7 @@ from ragloom.ingest.ids import chunk_id, text_hash
 from ragloom.types import Chunk
 
 
-def mk(path: str, symbol: str, text: str, line: int = 1) -> Chunk:
+def mk(path: str, symbol: str, text: str, line: int = 1, fh: str = "f") -> Chunk:
     return Chunk(
         id=chunk_id("code", path, symbol, "function"),
         source="code",
@@ -30,7 +30,7 @@ def mk(path: str, symbol: str, text: str, line: int = 1) -> Chunk:
         start_line=line,
         end_line=line + text.count("\n"),
         node_hash=text_hash(text),
-        file_hash="f" * 32,
+        file_hash=fh * 32,
         text=text,
     )
 

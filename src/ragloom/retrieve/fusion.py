@@ -316,7 +316,7 @@ def mmr_select_explain(
     n = len(pool)
     ids = [uid for uid, _ in pool]
     rel = np.asarray([s for _, s in pool], dtype=np.float64)
-    sims = _similarity_matrix(ids, embeddings, c)
+    vecs = _pool_vectors(ids, embeddings, c)
     # id_order[i] = position of ids[i] in ascending id order, for "ties by id asc".
     id_order = np.empty(n, dtype=np.int64)
     id_order[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
@@ -330,7 +330,7 @@ def mmr_select_explain(
     first = 0
     picks.append(MmrPick(ids[first], float(rel[first]), float(lam * rel[first]), 0.0))
     chosen[first] = True
-    np.maximum(max_sim, sims[:, first], out=max_sim)
+    np.maximum(max_sim, vecs @ vecs[first], out=max_sim)
     lam_rel = lam * rel
     for _ in range(take - 1):
         obj = lam_rel - (1.0 - lam) * max_sim
@@ -340,7 +340,7 @@ def mmr_select_explain(
         pick = int(tied[0]) if tied.size == 1 else int(tied[np.argmin(id_order[tied])])
         picks.append(MmrPick(ids[pick], float(rel[pick]), float(top), float(max_sim[pick])))
         chosen[pick] = True
-        np.maximum(max_sim, sims[:, pick], out=max_sim)
+        np.maximum(max_sim, vecs @ vecs[pick], out=max_sim)
     return picks
 
 
@@ -367,17 +367,18 @@ def mmr_select(
     return [(p.id, p.relevance) for p in mmr_select_explain(candidates, k, embeddings, cfg)]
 
 
-def _gram(mat: np.ndarray) -> np.ndarray:
-    """``mat @ mat.T`` without BLAS threads: for an MMR pool (50 x 384) the single-threaded
-    einsum takes ~1 ms, while a threaded BLAS call measured 26 ms p50 on a loaded 2-core machine
-    (its worker threads wait for a core; docs/ranking.md)."""
-    out: np.ndarray = np.einsum("ik,jk->ij", mat, mat)
-    return out
-
-
-def _similarity_matrix(
+def _pool_vectors(
     ids: Sequence[IdT], embeddings: Mapping[IdT, np.ndarray], cfg: MmrConfig
 ) -> np.ndarray:
+    """The pool's vectors as one ``n x dim`` float64 matrix (L2-normalised for cosine; a
+    missing embedding is a zero row, similar 0.0 to everything).
+
+    MMR needs only the similarity columns of the ``k`` picked ids, so each is one
+    matrix-vector product (``vecs @ vecs[pick]``) instead of the full ``n x n`` Gram matrix:
+    15 products for a 50 x 384 pool take ~0.05 ms against ~0.4 ms for the single-threaded
+    Gram matrix, and a small gemv stays on the calling thread, so a loaded machine does not
+    stall it the way a threaded BLAS gemm did (26 ms p50 once; docs/ranking.md).
+    """
     n = len(ids)
     rows: list[np.ndarray] = []
     present: list[int] = []
@@ -395,9 +396,8 @@ def _similarity_matrix(
             raise ConfigError(f"embedding for {uid!r} has {arr.shape[0]} dims, others have {dim}")
         rows.append(arr)
         present.append(i)
-    sims = np.zeros((n, n), dtype=np.float64)
-    if not rows:
-        return sims
+    if not rows or dim is None:
+        return np.zeros((n, 1), dtype=np.float64)
     mat = np.stack(rows).astype(np.float64)  # one conversion for the whole pool
     _check_finite(mat, "embedding components")
     if cfg.sim_metric == "cosine":
@@ -405,11 +405,10 @@ def _similarity_matrix(
         # a zero vector stays zero: similarity 0 to everything
         mat /= np.where(norms > 0.0, norms, 1.0)[:, None]
     if len(present) == n:
-        sims = _gram(mat)
-    else:
-        idx = np.asarray(present, dtype=np.intp)
-        sims[np.ix_(idx, idx)] = _gram(mat)
-    return sims
+        return mat
+    full = np.zeros((n, dim), dtype=np.float64)
+    full[np.asarray(present, dtype=np.intp)] = mat
+    return full
 
 
 # --------------------------------------------------------------------------------------------

@@ -85,6 +85,7 @@ __all__ = [
     "load_repo_specs",
     "path_role",
     "read_commits",
+    "read_log",
     "select_questions",
     "skip_reason",
     "tree_paths",
@@ -599,6 +600,12 @@ _LOG_FORMAT = "%x1e%H%x1f%ct%x1f%an%x1f%ae%x1f%B%x1f"
 
 def read_commits(git_dir: Path, pinned: str) -> list[Commit]:
     """Every non-merge ancestor of ``pinned`` (itself excluded) with its changed paths."""
+    return [c for c in read_log(git_dir, pinned) if c.sha != pinned]
+
+
+def read_log(git_dir: Path, *revs: str) -> list[Commit]:
+    """Non-merge commits ``git log REVS`` lists (``A..B`` ranges too), newest first, with their
+    changed paths (the ``commits`` retrieval source reads history through this as well)."""
     raw = _git(
         git_dir,
         "log",
@@ -609,7 +616,8 @@ def read_commits(git_dir: Path, pinned: str) -> list[Commit]:
         "-z",
         f"--format={_LOG_FORMAT}",
         "--name-status",
-        pinned,
+        *revs,
+        "--",
     )
     text = raw.decode("utf-8", "replace")
     commits: list[Commit] = []
@@ -628,8 +636,6 @@ def read_commits(git_dir: Path, pinned: str) -> list[Commit]:
             status = fields[i].strip("\n")
             changes.append((status[:1], fields[i + 1]))
             i += 2
-        if sha == pinned:
-            continue
         commits.append(Commit(sha, int(ts), author, email, message, tuple(changes)))
     return commits
 

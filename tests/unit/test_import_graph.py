@@ -36,6 +36,7 @@ LAYER_RULES: dict[str, tuple[str, ...]] = {
     "eval": ("cli", "bench"),
     "bench": ("cli",),
     "integrations": ("cli", "bench", "eval"),
+    "settings": ("cli", "server", "bench", "eval"),
 }
 """Importer (a sub-package or module under ragloom) -> what it must not import; ``""`` stands
 for the ``ragloom`` package itself (its ``__init__``)."""

@@ -4,7 +4,8 @@
 - :mod:`ragloom.cli.index`: ``index``, ``status``;
 - :mod:`ragloom.cli.query`: ``search``, ``context``;
 - :mod:`ragloom.cli.eval`: ``eval``, ``eval-data``;
-- :mod:`ragloom.cli.bench`: ``bench``, ``bench-scale``.
+- :mod:`ragloom.cli.bench`: ``bench``, ``bench-scale``;
+- :mod:`ragloom.cli.config`: ``config show``.
 
 The commands import the layers below; nothing imports the CLI back.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from ragloom.cli.app import INTERNAL_ERROR_EXIT, cli
 from ragloom.cli.bench import bench_cmd, bench_scale_cmd
+from ragloom.cli.config import config_group
 from ragloom.cli.eval import eval_cmd, eval_data_cmd
 from ragloom.cli.index import index_cmd, status_cmd
 from ragloom.cli.query import context_cmd, search_cmd
@@ -29,6 +31,7 @@ for _command in (
     eval_cmd,
     eval_data_cmd,
     bench_scale_cmd,
+    config_group,
 ):
     cli.add_command(_command)
 

@@ -1,0 +1,192 @@
+"""The serving layer's caches (tamma phase 8): a query-result cache and a query-embedding cache.
+
+Both are ``cachetools`` structures (a well-kept library: ``TTLCache`` expires entries and
+evicts the least recently used one when full, ``LRUCache`` only evicts) behind one lock each:
+cachetools structures are not thread-safe, and the engine is called from many threads.
+
+**Result cache keys** (:func:`result_key`): the normalised query, the route (search or
+context), the strategy, top_k, budget, format, counter, ``explain``, the index *epoch* (bumped
+when the engine re-opens its reader, e.g. after ``ragloom index --rebuild`` restarted the
+generation count) and the index *generation*. Any index update publishes a new generation, so
+entries of the old one are never looked up again (they expire with the TTL or are evicted):
+invalidation needs no scan and no callback from the indexer, even when another process
+re-indexes.
+
+**Normalisation** (:func:`normalize_query`): leading/trailing whitespace is stripped and runs of
+whitespace collapse to one space; case is kept. Case matters to code search: ``Parser`` (a
+class) and ``parser`` (a variable or module) are different questions, ragloom's query
+processing reads identifier case (camelCase splitting, keyword-style detection, entity lookup
+against the symbol table), so case-folding would hand one question the other's answer.
+Whitespace runs do not change what ragloom retrieves (BM25 tokenises on it, the embedding
+tokenizer ignores it; tests/unit/test_server_cache.py checks the engine's answers agree).
+
+**Embedding cache** (:class:`EmbeddingCache`): keyed by (model id, exact query text), no TTL
+(an embedding of a text by a model never changes); a hit skips the ONNX run.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+from cachetools import LRUCache, TTLCache
+
+__all__ = [
+    "CacheStats",
+    "EmbeddingCache",
+    "ResultCache",
+    "normalize_query",
+    "result_key",
+]
+
+V = TypeVar("V")
+
+_WS = re.compile(r"\s+")
+
+
+def normalize_query(query: str) -> str:
+    """Whitespace collapsed and stripped, case kept (see the module docstring for why)."""
+    return _WS.sub(" ", query).strip()
+
+
+def result_key(
+    route: str,
+    query: str,
+    *,
+    strategy: str,
+    top_k: int,
+    budget: int | None = None,
+    format: str | None = None,
+    counter: str | None = None,
+    explain: bool = False,
+    epoch: int = 0,
+    generation: int,
+) -> tuple[Hashable, ...]:
+    """The result-cache key of one request (everything that changes its answer)."""
+    return (
+        route,
+        normalize_query(query),
+        strategy,
+        top_k,
+        budget,
+        format,
+        counter,
+        explain,
+        epoch,
+        generation,
+    )
+
+
+@dataclass(slots=True)
+class CacheStats:
+    """Counters of one cache (reported by ``status`` and ``/metrics``)."""
+
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    """Entries pushed out by size (the least recently used) or by age (the TTL)."""
+    stores: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+class _Counted(Generic[V]):
+    """A cachetools cache behind a lock, counting hits, misses and evictions."""
+
+    def __init__(self, cache: LRUCache[Hashable, V] | TTLCache[Hashable, V], enabled: bool) -> None:
+        self._cache = cache
+        self._lock = threading.Lock()
+        self.enabled = enabled
+        self.stats = CacheStats()
+
+    def _evicted(self, before: int) -> None:
+        # cachetools evicts inside __setitem__ (size) and expires inside most calls (TTL): the
+        # difference in length tells how many entries left besides the one stored.
+        gone = before - len(self._cache)
+        if gone > 0:
+            self.stats.evictions += gone
+
+    def get(self, key: Hashable) -> V | None:
+        if not self.enabled:
+            return None
+        with self._lock:
+            before = len(self._cache)
+            if isinstance(self._cache, TTLCache):
+                self._cache.expire()
+                self._evicted(before)
+            value = self._cache.get(key)
+            if value is None:
+                self.stats.misses += 1
+            else:
+                self.stats.hits += 1
+            return value
+
+    def put(self, key: Hashable, value: V) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            present = key in self._cache
+            before = len(self._cache) + (0 if present else 1)
+            self._cache[key] = value
+            self.stats.stores += 1
+            self._evicted(before)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._cache)
+
+    @property
+    def maxsize(self) -> float:
+        return float(self._cache.maxsize)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``status`` form: enabled, size, max size, hits, misses, evictions, hit rate."""
+        with self._lock:
+            size = len(self._cache)
+            st = self.stats
+            return {
+                "enabled": self.enabled,
+                "entries": size,
+                "max_entries": int(self._cache.maxsize),
+                "hits": st.hits,
+                "misses": st.misses,
+                "evictions": st.evictions,
+                "hit_rate": st.hit_rate,
+            }
+
+
+class ResultCache(_Counted[dict[str, Any]]):
+    """Query results by :func:`result_key`, for ``ttl_s`` seconds, at most ``max_entries``."""
+
+    def __init__(self, *, ttl_s: float = 300.0, max_entries: int = 1000, enabled: bool = True):
+        super().__init__(TTLCache(maxsize=max(1, max_entries), ttl=ttl_s), enabled)
+        self.ttl_s = ttl_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "ttl_s": self.ttl_s}
+
+
+class EmbeddingCache(_Counted[np.ndarray]):
+    """Query embeddings by (model id, exact text); least recently used out first."""
+
+    def __init__(self, *, max_entries: int = 1000, enabled: bool = True) -> None:
+        super().__init__(LRUCache(maxsize=max(1, max_entries)), enabled)
+
+    def lookup(self, model_id: str, text: str) -> np.ndarray | None:
+        """A copy of the cached vector (callers may not mutate the shared one)."""
+        got = self.get((model_id, text))
+        return None if got is None else got.copy()
+
+    def store(self, model_id: str, text: str, vector: np.ndarray) -> None:
+        self.put((model_id, text), np.array(vector, dtype=np.float32, copy=True))

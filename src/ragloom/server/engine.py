@@ -1,0 +1,665 @@
+"""The serving engine: one warm index answering many threads at once (docs/serving.md).
+
+:class:`ServingEngine` is what the HTTP server (``ragloom.server.http``) and the MCP server
+(``ragloom.server.mcp``) call: ``search``, ``context``, ``status``, re-index jobs, feedback and
+metrics. It adds to :class:`ragloom.api.Index`:
+
+- **one shared reader**, opened once: the store connection, the BM25 searcher, the HNSW graph
+  and the ONNX session are shared by every thread (each is safe for concurrent reads; the
+  reasoning and measurements are in docs/serving.md); a new *generation* is picked up by the
+  reader itself (``Retriever.pin``: BM25 reload, vectors re-read when their file changed), and
+  a *replaced* database (``ragloom index --rebuild``, a new file) opens a new reader (a new
+  *epoch*) while queries in flight finish on the old one, which is closed after the last;
+- **caches** (``ragloom.server.cache``): results keyed by the normalised query, the request's
+  parameters, the epoch and the generation, and query embeddings by model and text;
+- **micro-batching** of query embeddings (``ragloom.server.embedding``);
+- **jobs**: an incremental re-index in a background thread, one at a time, while queries keep
+  answering from the published generation;
+- **feedback** (``ragloom.server.feedback``) and **metrics** (``ragloom.server.metrics``).
+
+Every answer carries ``query_id`` (logged, so feedback can name it), ``latency_ms``,
+``cache_hit`` and the ``generation`` it was answered from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from ragloom.api import DEFAULT_INDEX_DIRNAME, Index
+from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
+from ragloom.assemble.budget import FORMATS, Format
+from ragloom.embed.base import Embedder
+from ragloom.errors import ConfigError, InputError, RagError, SearchError
+from ragloom.ingest.chunker import part_label
+from ragloom.paths import existing_dir
+from ragloom.retrieve.reader import DB_NAME, index_manifest
+from ragloom.retrieve.search import MAX_TOP_K, Retriever, SearchResult, parse_search_spec
+from ragloom.server.cache import EmbeddingCache, ResultCache, result_key
+from ragloom.server.embedding import BatchingEmbedder, CachingEmbedder
+from ragloom.server.feedback import FeedbackStore, QueryLogEntry, QueryLogger
+from ragloom.server.metrics import EngineMetrics
+from ragloom.settings import Settings, load_settings
+from ragloom.types import Hit
+
+__all__ = ["ServingEngine", "hit_json"]
+
+log = logging.getLogger("ragloom")
+
+_FORMAT_ALIASES = {"text": "plain"}
+"""Settings name the plain format ``text``; the assembler calls it ``plain``."""
+_STATUS_TTL_S = 2.0
+"""BM25 state read for ``/metrics`` is reused this long (it opens the engine folder)."""
+
+
+def hit_json(hit: Hit, explain: bool, generation: int) -> dict[str, Any]:
+    """One hit as ``ragloom search --json`` prints it (cli/query.py), generation included."""
+    out: dict[str, Any] = {
+        "id": hit.id,
+        "path": hit.path,
+        "start_line": hit.start_line,
+        "end_line": hit.end_line,
+        "kind": hit.kind,
+        "symbol": hit.symbol,
+        "part": part_label(hit.id, hit.text),
+        "language": hit.language,
+        "score": hit.score,
+        "ranks": dict(hit.ranks),
+    }
+    if explain:
+        out["scores"] = dict(hit.scores)
+        out["explain"] = hit.explain
+    out["generation"] = generation
+    return out
+
+
+def _db_ident(index_dir: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(index_dir / DB_NAME)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+@dataclass(eq=False)
+class _Reader:
+    """One opened index (an epoch): used by queries, closed after the last one left."""
+
+    epoch: int
+    index: Index
+    ident: tuple[int, int] | None
+    refs: int = 0
+    retired: bool = False
+
+    @property
+    def retriever(self) -> Retriever:
+        return self.index.retriever
+
+
+@dataclass
+class _Job:
+    id: str
+    state: str = "queued"
+    phase: str = ""
+    done: int = 0
+    total: int = 0
+    stats: dict[str, Any] | None = None
+    error: str | None = None
+    created_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "state": self.state,
+            "progress": {"phase": self.phase, "done": self.done, "total": self.total},
+            "stats": self.stats,
+            "error": self.error,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
+class ServingEngine:
+    """One warm index, thread-safe; see the module docstring."""
+
+    def __init__(
+        self,
+        index_dir: Path,
+        root: Path,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        warm: bool = True,
+    ) -> None:
+        self.index_dir = index_dir
+        self.root = root
+        self._settings = settings
+        self._lock = threading.RLock()
+        self._closed = False
+        manifest = index_manifest(index_dir, root)
+        self._embedding_cache = EmbeddingCache(
+            max_entries=settings.cache.embedding_max_entries, enabled=settings.cache.enabled
+        )
+        self._results = ResultCache(
+            ttl_s=settings.cache.ttl_s,
+            max_entries=settings.cache.max_entries,
+            enabled=settings.cache.enabled,
+        )
+        self._batcher: BatchingEmbedder | None = None
+        self._embedder: Embedder | None = None
+        base = embedder
+        if base is None:
+            spec = settings.embedding.model or manifest.embedding_spec
+            try:
+                from ragloom.embed.registry import load_embedder
+
+                base = load_embedder(spec)
+            except RagError as exc:  # searching still works (BM25; dense notes the problem)
+                log.warning("query embedder %s unavailable: %s", spec, exc)
+        if base is not None:
+            self._batcher = BatchingEmbedder(base, window_ms=settings.server.batch_window_ms)
+            self._embedder = CachingEmbedder(self._batcher, self._embedding_cache)
+        self._epoch = 0
+        self._reader: _Reader = self._open_reader()
+        self._fallbacks = {"dense_unavailable": 0, "bm25_unavailable": 0}
+        self._jobs: dict[str, _Job] = {}
+        self._running_job: str | None = None
+        self._job_thread: threading.Thread | None = None
+        self._bm25_state: tuple[float, str] = (0.0, "uninitialized")
+        self._feedback = FeedbackStore(index_dir)
+        self._query_log = QueryLogger(self._feedback)
+        self.metrics = EngineMetrics(self._metrics_snapshot)
+        if warm:
+            self._warm()
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        warm: bool = True,
+    ) -> ServingEngine:
+        """Open a repository root (its ``.ragloom`` folder) or an index folder.
+
+        ``settings`` defaults to :func:`ragloom.settings.load_settings` for the repository;
+        ``warm`` loads the query embedder and runs one query through it, so the first request
+        does not pay the model load (~0.7 s for the shipped model).
+        """
+        p = existing_dir(path)
+        if (p / DB_NAME).exists():
+            index = Index.at(p)
+            root, index_dir = index.root, index.index_dir
+        else:
+            root, index_dir = p.resolve(), (p / DEFAULT_INDEX_DIRNAME).resolve()
+        if settings is None:
+            settings = load_settings(root).settings
+        return cls(index_dir, root, settings, embedder=embedder, warm=warm)
+
+    def _open_reader(self) -> _Reader:
+        index = Index(self.root, self.index_dir, embedder=self._embedder)
+        ident = _db_ident(self.index_dir)
+        _ = index.retriever  # opens store, BM25 and vectors now: errors surface at open
+        self._epoch += 1
+        return _Reader(self._epoch, index, ident)
+
+    def _warm(self) -> None:
+        r = self._reader
+        if r.retriever.vectors is not None and r.retriever.vectors.count():
+            try:
+                r.retriever.embed_query("warm up")
+            except RagError as exc:
+                log.warning("could not warm the query embedder: %s", exc)
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    # -- readers ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _use_reader(self) -> Iterator[_Reader]:
+        """The current reader, re-opened first when the database file was replaced."""
+        if self._closed:
+            raise InputError("the serving engine is closed")
+        ident = _db_ident(self.index_dir)
+        with self._lock:
+            reader = self._reader
+            if ident is not None and ident != reader.ident:
+                try:
+                    fresh = self._open_reader()
+                except RagError as exc:  # half-written rebuild: keep answering from the old
+                    log.warning("could not re-open the rebuilt index yet: %s", exc)
+                else:
+                    reader.retired = True
+                    self._reader = fresh
+                    if reader.refs == 0:
+                        reader.index.close()
+                    reader = fresh
+            reader.refs += 1
+        try:
+            yield reader
+        finally:
+            with self._lock:
+                reader.refs -= 1
+                if reader.retired and reader.refs == 0:
+                    reader.index.close()
+
+    # -- parameters ---------------------------------------------------------------------
+    @staticmethod
+    def _check_query(query: object) -> str:
+        if not isinstance(query, str):
+            raise InputError(f"query must be a string, got {type(query).__name__}")
+        return query
+
+    @staticmethod
+    def _check_int(name: str, value: object, lo: int, hi: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise InputError(f"{name} must be an integer from {lo} to {hi}, got {value!r}")
+        return value
+
+    @staticmethod
+    def _check_strategy(strategy: object) -> str:
+        if not isinstance(strategy, str):
+            raise InputError(f"strategy must be a string, got {type(strategy).__name__}")
+        try:
+            return parse_search_spec(strategy).name
+        except ConfigError as exc:
+            raise InputError(str(exc)) from exc
+
+    def _strict_bm25(self, reader: _Reader, strategy: str) -> None:
+        if (
+            self._settings.bm25.strict
+            and reader.retriever.bm25 is None
+            and not strategy.startswith("dense")
+        ):
+            raise SearchError("bm25 index unavailable and bm25.strict is set")
+
+    def _count_fallbacks(self, reader: _Reader, result: SearchResult, strategy: str) -> None:
+        with self._lock:
+            if result.fallback_used:
+                self._fallbacks["dense_unavailable"] += 1
+            if reader.retriever.bm25 is None and not strategy.startswith("dense"):
+                self._fallbacks["bm25_unavailable"] += 1
+
+    @staticmethod
+    def _cacheable(result: SearchResult) -> bool:
+        """Answers given while the index was still embedding a generation change within it
+        (``ragloom index`` publishes before embedding): those are not cached."""
+        return result.vectors_complete and not result.fallback_used
+
+    def _log(
+        self, qid: str, route: str, query: str, strategy: str, gen: int, ids: list[str]
+    ) -> None:
+        self._query_log.submit(
+            QueryLogEntry(qid, route, query, strategy, gen, tuple(ids), time.time())
+        )
+
+    # -- queries ------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        strategy: str | None = None,
+        explain: bool = False,
+    ) -> dict[str, Any]:
+        """Ranked hits for ``query`` (the dict of docs/serving.md "search")."""
+        t0 = time.perf_counter()
+        s = self._settings
+        query = self._check_query(query)
+        k = self._check_int("top_k", s.ranking.top_k if top_k is None else top_k, 1, MAX_TOP_K)
+        strat = self._check_strategy(s.ranking.strategy if strategy is None else strategy)
+        explain = bool(explain)
+        with self._use_reader() as r:
+            self._strict_bm25(r, strat)
+
+            def key(gen: int) -> tuple[object, ...]:
+                return result_key(
+                    "search", query, strategy=strat, top_k=k, explain=explain,
+                    epoch=r.epoch, generation=gen,
+                )  # fmt: skip
+
+            body = self._results.get(key(r.retriever.store.generation()))
+            hit = body is not None
+            if body is None:
+                res = r.retriever.search(query, top_k=k, strategy=strat, explain=explain)
+                self._count_fallbacks(r, res, strat)
+                body = {
+                    "generation": res.generation,
+                    "strategy": res.strategy,
+                    "hits": [hit_json(h, explain, res.generation) for h in res.hits],
+                    "notes": list(res.notes),
+                }
+                if self._cacheable(res):
+                    self._results.put(key(res.generation), body)
+        qid = uuid.uuid4().hex
+        hits = [{**h, "ranks": dict(h["ranks"])} for h in body["hits"]]
+        out = {
+            "query_id": qid,
+            "latency_ms": 0.0,
+            "cache_hit": hit,
+            "generation": body["generation"],
+            "query": query,
+            "strategy": body["strategy"],
+            "top_k": k,
+            "hits": hits,
+            "notes": list(body["notes"]),
+        }
+        self._log(qid, "search", query, strat, body["generation"], [h["id"] for h in hits])
+        elapsed = time.perf_counter() - t0
+        out["latency_ms"] = elapsed * 1000
+        self.metrics.observe_query("search", hit, elapsed)
+        return out
+
+    def context(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        budget: int | None = None,
+        strategy: str | None = None,
+        format: str | None = None,
+    ) -> dict[str, Any]:
+        """A token-budgeted context for ``query`` (the dict of docs/serving.md "context")."""
+        t0 = time.perf_counter()
+        s = self._settings
+        query = self._check_query(query)
+        k = self._check_int(
+            "top_k", s.assembly.context_top_k if top_k is None else top_k, 1, MAX_TOP_K
+        )
+        tokens = self._check_int(
+            "budget", s.assembly.budget if budget is None else budget, 1, 10**9
+        )
+        strat = self._check_strategy(s.ranking.strategy if strategy is None else strategy)
+        fmt_in = s.assembly.format if format is None else format
+        fmt = _FORMAT_ALIASES.get(fmt_in, fmt_in) if isinstance(fmt_in, str) else fmt_in
+        if fmt not in FORMATS:
+            raise InputError(
+                f"format must be one of {', '.join(FORMATS)} (or text), got {fmt_in!r}"
+            )
+        counter_name = s.assembly.counter
+        with self._use_reader() as r:
+            self._strict_bm25(r, strat)
+
+            def key(gen: int) -> tuple[object, ...]:
+                return result_key(
+                    "context", query, strategy=strat, top_k=k, budget=tokens, format=fmt,
+                    counter=counter_name, epoch=r.epoch, generation=gen,
+                )  # fmt: skip
+
+            body = self._results.get(key(r.retriever.store.generation()))
+            hit = body is not None
+            if body is None:
+                res = r.retriever.search(query, top_k=k, strategy=strat)
+                self._count_fallbacks(r, res, strat)
+                body = self._assemble(r, query, res, tokens, cast(Format, fmt), counter_name)
+                if self._cacheable(res):
+                    self._results.put(key(res.generation), body)
+        qid = uuid.uuid4().hex
+        out = {
+            "query_id": qid,
+            "latency_ms": 0.0,
+            "cache_hit": hit,
+            "generation": body["generation"],
+            "query": query,
+            "format": fmt,
+            "strategy": body["strategy"],
+            "top_k": k,
+            "budget": tokens,
+            "context": body["context"],
+            "parts": [dict(p) for p in body["parts"]],
+            "stats": dict(body["stats"]),
+            "notes": list(body["notes"]),
+            "hit_ids": list(body["hit_ids"]),
+        }
+        self._log(qid, "context", query, strat, body["generation"], list(body["hit_ids"]))
+        elapsed = time.perf_counter() - t0
+        out["latency_ms"] = elapsed * 1000
+        self.metrics.observe_query("context", hit, elapsed)
+        return out
+
+    def _assemble(
+        self,
+        r: _Reader,
+        query: str,
+        result: SearchResult,
+        budget: int,
+        fmt: Format,
+        counter: str,
+    ) -> dict[str, Any]:
+        """What ``Index.get_context`` does after its search, keeping the search's generation."""
+        retriever = r.retriever
+        embeddings = result.embeddings
+        if len(embeddings) < len(result.hits):
+            embeddings = retriever.embeddings_for_hits(result.hits)
+        with retriever.telemetry.span("assembly", {"hits": len(result.hits)}) as span:
+            ctx = assemble_context(
+                query,
+                result.hits,
+                root=self.root,
+                budget=TokenBudget.for_total(budget),
+                policy=AssemblyPolicy(format=fmt),
+                counter=get_counter(counter),
+                embeddings=embeddings,
+            )
+            span.set_attribute("parts", len(ctx.parts))
+            span.set_attribute("tokens", ctx.stats.tokens_total)
+        parts = []
+        for p in ctx.parts:
+            d = p.to_dict()
+            d["chunk_id"] = p.hit_ids[0] if p.hit_ids else p.id
+            d["path"] = p.file_path
+            d["start_line"] = p.ranges[0][0] if p.ranges else 0
+            d["end_line"] = p.ranges[-1][1] if p.ranges else 0
+            parts.append(d)
+        return {
+            "generation": result.generation,
+            "strategy": result.strategy,
+            "context": ctx.text,
+            "parts": parts,
+            "stats": ctx.stats.to_dict(),
+            "notes": list(result.notes),
+            "hit_ids": [h.id for h in result.hits],
+        }
+
+    # -- status -------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """``IndexStatus.to_dict()`` plus the engine's generation, caches, batcher and jobs."""
+        with self._use_reader() as r:
+            st = r.index.status(freshness=False).to_dict()
+            gen = r.retriever.store.generation()
+            epoch = r.epoch
+        with self._lock:
+            self._bm25_state = (time.monotonic(), str(st.get("bm25_status", "uninitialized")))
+            running = sum(1 for j in self._jobs.values() if j.state in ("queued", "running"))
+        st.update(
+            {
+                "generation": gen,
+                "epoch": epoch,
+                "cache": self._results.to_dict(),
+                "embedding_cache": self._embedding_cache.to_dict(),
+                "batching": self._batcher.stats.to_dict() if self._batcher else None,
+                "jobs": running,
+                "fallbacks": dict(self._fallbacks),
+            }
+        )
+        return st
+
+    # -- jobs ---------------------------------------------------------------------------
+    def start_reindex(self) -> str:
+        """Start an incremental re-index in a background thread; the running job's id when one
+        runs already. Queries keep answering from the published generation meanwhile."""
+        with self._lock:
+            if self._closed:
+                raise InputError("the serving engine is closed")
+            if self._running_job is not None:
+                return self._running_job
+            job = _Job(uuid.uuid4().hex)
+            self._jobs[job.id] = job
+            self._running_job = job.id
+            thread = threading.Thread(
+                target=self._run_job, args=(job,), name="ragloom-reindex", daemon=True
+            )
+            self._job_thread = thread
+        thread.start()
+        return job.id
+
+    def _run_job(self, job: _Job) -> None:
+        def progress(phase: str, done: int, total: int) -> None:
+            job.phase, job.done, job.total = phase, done, total
+
+        job.state = "running"
+        job.started_at = time.time()
+        try:
+            writer = Index(self.root, self.index_dir, embedder=self._embedder)
+            stats = writer.index(progress=progress)
+            job.stats = stats.to_dict()
+            job.state = "succeeded"
+        except Exception as exc:  # reported through job(); the engine keeps serving
+            job.error = f"{type(exc).__name__}: {exc}"
+            job.state = "failed"
+            log.warning("re-index job %s failed: %s", job.id, exc)
+        finally:
+            job.finished_at = time.time()
+            self.metrics.jobs_finished.labels(job.state).inc()
+            with self._lock:
+                self._running_job = None
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        """The job's state and progress, or None for an unknown id."""
+        with self._lock:
+            j = self._jobs.get(job_id)
+            return None if j is None else j.to_dict()
+
+    def wait_job(self, job_id: str, timeout: float | None = None) -> dict[str, Any] | None:
+        """Block until the job finished (tests, the CLI); its final state."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            j = self.job(job_id)
+            if j is None or j["state"] in ("succeeded", "failed"):
+                return j
+            if deadline is not None and time.monotonic() > deadline:
+                return j
+            time.sleep(0.02)
+
+    # -- feedback -----------------------------------------------------------------------
+    def record_feedback(
+        self, query_id: str, chunk_id: str, rating: str, comment: str | None = None
+    ) -> dict[str, Any]:
+        """Store a rating of one chunk of an answer; InputError for an unknown query_id or a
+        rating outside helpful | not_helpful | partially_helpful."""
+        self._query_log.flush()
+        return self._feedback.record_feedback(query_id, chunk_id, rating, comment)
+
+    def track_context_usage(self, query_id: str, used_chunk_ids: Sequence[str]) -> dict[str, Any]:
+        """Record which chunks of an answer the caller used."""
+        self._query_log.flush()
+        return self._feedback.track_context_usage(query_id, used_chunk_ids)
+
+    def feedback_stats(self, query_id: str) -> dict[str, Any]:
+        """total, helpful/not_helpful/partially_helpful counts, avg_rating, used_chunk_ids."""
+        self._query_log.flush()
+        return self._feedback.stats(query_id)
+
+    def query_feedback(self, query_id: str) -> list[dict[str, Any]]:
+        """Every rating of ``query_id`` (tamma ``getQueryFeedback``)."""
+        self._query_log.flush()
+        self._feedback.stats(query_id)  # InputError for an unknown id
+        return self._feedback.query_feedback(query_id)
+
+    # -- metrics ------------------------------------------------------------------------
+    def _metrics_snapshot(self) -> dict[str, Any]:
+        r = self._reader
+        now = time.monotonic()
+        with self._lock:
+            stamp, bm25_status = self._bm25_state
+        if now - stamp > _STATUS_TTL_S:
+            from ragloom.service.index_state import bm25_state_for_index
+
+            bm25_status = str(bm25_state_for_index(self.index_dir).get("live_status"))
+            with self._lock:
+                self._bm25_state = (now, bm25_status)
+        with self._lock:
+            jobs: dict[str, int] = {"queued": 0, "running": 0, "succeeded": 0, "failed": 0}
+            for j in self._jobs.values():
+                jobs[j.state] = jobs.get(j.state, 0) + 1
+            fallbacks = dict(self._fallbacks)
+        try:
+            generation = r.retriever.store.generation()
+        except Exception:  # a reader closed under us: report the last epoch's view as 0
+            generation = 0
+        return {
+            "caches": {
+                "result": self._results.to_dict(),
+                "embedding": self._embedding_cache.to_dict(),
+            },
+            "batching": self._batcher.stats.to_dict() if self._batcher else {},
+            "bm25_up": 1 if r.retriever.bm25 is not None else 0,
+            "bm25_status": bm25_status,
+            "fallbacks": fallbacks,
+            "generation": generation,
+            "epoch": r.epoch,
+            "jobs": jobs,
+        }
+
+    def metrics_text(self) -> str:
+        """Prometheus exposition text of this engine's registry."""
+        return self.metrics.text()
+
+    def observe_request(self, route: str, status: int, seconds: float) -> None:
+        """Count one served request (the HTTP and MCP servers call this)."""
+        self.metrics.observe_request(route, status, seconds)
+
+    # -- settings and lifecycle ---------------------------------------------------------
+    def apply_settings(self, settings: Settings) -> None:
+        """Live reload: ranking and assembly defaults apply to the next request; a changed
+        cache section replaces the caches (emptied). Queries in flight keep the settings they
+        started with (each reads ``self._settings`` once)."""
+        with self._lock:
+            old = self._settings
+            if settings.cache != old.cache:
+                self._results = ResultCache(
+                    ttl_s=settings.cache.ttl_s,
+                    max_entries=settings.cache.max_entries,
+                    enabled=settings.cache.enabled,
+                )
+                self._embedding_cache.enabled = settings.cache.enabled
+                self._embedding_cache.clear()
+            if self._batcher is not None:
+                self._batcher.window_s = max(0.0, settings.server.batch_window_ms) / 1000.0
+            self._settings = settings
+
+    def close(self) -> None:
+        """Stop the query log writer, wait for a running job, close the reader."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._job_thread
+        if thread is not None:
+            thread.join()
+        self._query_log.close()
+        self._feedback.close()
+        with self._lock:
+            self._reader.retired = True
+            if self._reader.refs == 0:
+                self._reader.index.close()
+
+    def __enter__(self) -> ServingEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

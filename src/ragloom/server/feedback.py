@@ -1,0 +1,377 @@
+"""Relevance feedback (tamma phase 7): the query log, explicit ratings and context usage.
+
+Where it lives: ``<index folder>/feedback.sqlite``, a SQLite database of its own beside the
+index's ``index.sqlite``, not tables inside it. Three reasons, each checked against
+``ragloom.index.store``:
+
+- **A rebuild keeps it.** ``ragloom index --rebuild`` deletes ``index.sqlite`` (and its WAL),
+  the manifest, ``bm25/`` and ``vectors/``; ratings of past answers are the users' work and
+  outlive the chunks they rated (chunk ids are stable across rebuilds when the code did not
+  change, so old ratings still name the same chunks).
+- **Queries never wait for the indexer.** An update holds the index database's write lock for
+  a whole transaction (seconds on a large change); a query-log insert in the same database
+  would wait behind it. Here writes wait only for other feedback writes (milliseconds).
+- **Readers keep their fast path.** Every commit to ``index.sqlite`` by any connection bumps
+  ``PRAGMA data_version`` for every reader, which sends the next query of each
+  :class:`~ragloom.retrieve.search.Retriever` through a fresh generation pin
+  (docs/consistency.md); logging every query there would do that on every query.
+
+The store's own code never looks at tables it does not own, so both placements are safe for the
+index; the file is simply not deleted by a rebuild (it is in the index folder, so ``ragloom
+status`` counts its bytes in ``disk_bytes``).
+
+Schema (``PRAGMA user_version`` 1)::
+
+    query_log(query_id TEXT PRIMARY KEY, ts REAL, route TEXT, query TEXT, strategy TEXT,
+              generation INTEGER, hit_ids TEXT /* JSON list */, source TEXT)
+    feedback(id INTEGER PRIMARY KEY, query_id TEXT, chunk_id TEXT, rating TEXT, comment TEXT,
+             ts REAL, in_results INTEGER)
+    context_usage(query_id TEXT, chunk_id TEXT, ts REAL, PRIMARY KEY (query_id, chunk_id))
+
+Feedback names a ``query_id`` an answer carried; one the log does not know is an
+:class:`~ragloom.errors.InputError` (a typo, or an answer of another index). The chunk need not
+be among the answer's hits (an agent may rate a chunk it found another way);
+``in_results`` records whether it was.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ragloom.errors import DbError, InputError
+
+__all__ = [
+    "FEEDBACK_DB_NAME",
+    "RATINGS",
+    "RATING_VALUES",
+    "FeedbackStore",
+    "QueryLogEntry",
+    "QueryLogger",
+]
+
+FEEDBACK_DB_NAME: Final = "feedback.sqlite"
+RATING_VALUES: Final[dict[str, float]] = {
+    "helpful": 1.0,
+    "partially_helpful": 0.5,
+    "not_helpful": 0.0,
+}
+"""A rating's value in ``avg_rating`` (tamma ``FeedbackStats.avgRating``: ragloom's scale)."""
+RATINGS: Final = tuple(RATING_VALUES)
+MAX_COMMENT_CHARS: Final = 4000
+MAX_USED_CHUNKS: Final = 1000
+QUERY_LOG_MAX_ROWS: Final = 1_000_000
+"""The query log keeps at most this many answers (oldest without feedback go first); checked
+every :data:`_PRUNE_EVERY` inserts."""
+_PRUNE_EVERY: Final = 10_000
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS query_log (
+    query_id TEXT PRIMARY KEY,
+    ts REAL NOT NULL,
+    route TEXT NOT NULL,
+    query TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    hit_ids TEXT NOT NULL,
+    source TEXT NOT NULL DEFAULT 'server'
+);
+CREATE INDEX IF NOT EXISTS query_log_ts ON query_log(ts);
+CREATE TABLE IF NOT EXISTS feedback (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    query_id TEXT NOT NULL,
+    chunk_id TEXT NOT NULL,
+    rating TEXT NOT NULL CHECK (rating IN ('helpful', 'not_helpful', 'partially_helpful')),
+    comment TEXT,
+    ts REAL NOT NULL,
+    in_results INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS feedback_query ON feedback(query_id);
+CREATE TABLE IF NOT EXISTS context_usage (
+    query_id TEXT NOT NULL,
+    chunk_id TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (query_id, chunk_id)
+);
+PRAGMA user_version = 1;
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class QueryLogEntry:
+    """One answer, as the query log keeps it."""
+
+    query_id: str
+    route: str
+    query: str
+    strategy: str
+    generation: int
+    hit_ids: tuple[str, ...]
+    ts: float
+    source: str = "server"
+
+
+class FeedbackStore:
+    """``<index folder>/feedback.sqlite``: one connection, one lock (writes are short)."""
+
+    def __init__(self, index_dir: Path) -> None:
+        self.path = Path(index_dir) / FEEDBACK_DB_NAME
+        self._lock = threading.Lock()
+        self._inserted = 0
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise DbError(f"cannot open the feedback database {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- query log ----------------------------------------------------------------------
+    def log_queries(self, entries: Sequence[QueryLogEntry]) -> None:
+        """Insert answers into the query log (one transaction)."""
+        if not entries:
+            return
+        rows = [
+            (
+                e.query_id,
+                e.ts,
+                e.route,
+                e.query,
+                e.strategy,
+                e.generation,
+                json.dumps(list(e.hit_ids)),
+                e.source,
+            )
+            for e in entries
+        ]
+        with self._lock:
+            try:
+                with self._db:
+                    self._db.executemany(
+                        "INSERT OR IGNORE INTO query_log(query_id, ts, route, query, strategy, "
+                        "generation, hit_ids, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        rows,
+                    )
+                self._inserted += len(rows)
+                if self._inserted >= _PRUNE_EVERY:
+                    self._inserted = 0
+                    self._prune()
+            except sqlite3.Error as exc:
+                raise DbError(f"cannot write the query log: {exc}") from exc
+
+    def _prune(self) -> None:
+        (n,) = self._db.execute("SELECT count(*) FROM query_log").fetchone()
+        extra = int(n) - QUERY_LOG_MAX_ROWS
+        if extra <= 0:
+            return
+        with self._db:
+            self._db.execute(
+                "DELETE FROM query_log WHERE query_id IN (SELECT query_id FROM query_log q "
+                "WHERE NOT EXISTS (SELECT 1 FROM feedback f WHERE f.query_id = q.query_id) "
+                "ORDER BY ts LIMIT ?)",
+                (extra,),
+            )
+
+    def query(self, query_id: str) -> dict[str, Any] | None:
+        """The logged answer ``query_id``, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT query_id, ts, route, query, strategy, generation, hit_ids, source "
+                "FROM query_log WHERE query_id = ?",
+                (query_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return {
+            "query_id": row[0],
+            "ts": row[1],
+            "route": row[2],
+            "query": row[3],
+            "strategy": row[4],
+            "generation": row[5],
+            "hit_ids": json.loads(row[6]),
+            "source": row[7],
+        }
+
+    def _known(self, query_id: str) -> dict[str, Any]:
+        if not isinstance(query_id, str) or not query_id.strip():
+            raise InputError("query_id must be a non-empty string")
+        logged = self.query(query_id)
+        if logged is None:
+            raise InputError(
+                f"unknown query_id {query_id!r}: feedback must name the query_id of an answer "
+                "this index gave"
+            )
+        return logged
+
+    # -- feedback -----------------------------------------------------------------------
+    def record_feedback(
+        self, query_id: str, chunk_id: str, rating: str, comment: str | None = None
+    ) -> dict[str, Any]:
+        """Store one rating; returns the stored record."""
+        if rating not in RATING_VALUES:
+            raise InputError(f"rating must be one of {', '.join(RATINGS)}, got {rating!r}")
+        if not isinstance(chunk_id, str) or not chunk_id.strip():
+            raise InputError("chunk_id must be a non-empty string")
+        if comment is not None and not isinstance(comment, str):
+            raise InputError("comment must be a string")
+        if comment is not None and len(comment) > MAX_COMMENT_CHARS:
+            raise InputError(f"comment is longer than {MAX_COMMENT_CHARS} characters")
+        logged = self._known(query_id)
+        in_results = chunk_id in logged["hit_ids"]
+        ts = time.time()
+        with self._lock:
+            try:
+                with self._db:
+                    cur = self._db.execute(
+                        "INSERT INTO feedback(query_id, chunk_id, rating, comment, ts, in_results)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        (query_id, chunk_id, rating, comment, ts, int(in_results)),
+                    )
+            except sqlite3.Error as exc:
+                raise DbError(f"cannot store feedback: {exc}") from exc
+        return {
+            "id": cur.lastrowid,
+            "query_id": query_id,
+            "chunk_id": chunk_id,
+            "rating": rating,
+            "comment": comment,
+            "timestamp": ts,
+            "in_results": in_results,
+        }
+
+    def query_feedback(self, query_id: str) -> list[dict[str, Any]]:
+        """Every rating of ``query_id``, oldest first (tamma ``getQueryFeedback``)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, chunk_id, rating, comment, ts, in_results FROM feedback "
+                "WHERE query_id = ? ORDER BY id",
+                (query_id,),
+            ).fetchall()
+        return [
+            {
+                "id": r[0],
+                "query_id": query_id,
+                "chunk_id": r[1],
+                "rating": r[2],
+                "comment": r[3],
+                "timestamp": r[4],
+                "in_results": bool(r[5]),
+            }
+            for r in rows
+        ]
+
+    def track_context_usage(self, query_id: str, used_chunk_ids: Sequence[str]) -> dict[str, Any]:
+        """Record which chunks of an answer were used (tamma ``trackContextUsage``)."""
+        if isinstance(used_chunk_ids, str) or not all(
+            isinstance(c, str) and c for c in used_chunk_ids
+        ):
+            raise InputError("used_chunk_ids must be a list of non-empty chunk id strings")
+        if len(used_chunk_ids) > MAX_USED_CHUNKS:
+            raise InputError(f"used_chunk_ids has more than {MAX_USED_CHUNKS} entries")
+        self._known(query_id)
+        ts = time.time()
+        with self._lock:
+            try:
+                with self._db:
+                    self._db.executemany(
+                        "INSERT OR IGNORE INTO context_usage(query_id, chunk_id, ts) "
+                        "VALUES (?, ?, ?)",
+                        [(query_id, c, ts) for c in dict.fromkeys(used_chunk_ids)],
+                    )
+            except sqlite3.Error as exc:
+                raise DbError(f"cannot store context usage: {exc}") from exc
+        return {"query_id": query_id, "used_chunk_ids": self._used(query_id), "timestamp": ts}
+
+    def _used(self, query_id: str) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT chunk_id FROM context_usage WHERE query_id = ? ORDER BY ts, chunk_id",
+                (query_id,),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def stats(self, query_id: str) -> dict[str, Any]:
+        """Per-query statistics (tamma ``FeedbackStats``), ``avg_rating`` on
+        :data:`RATING_VALUES` (None without ratings)."""
+        self._known(query_id)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rating, count(*) FROM feedback WHERE query_id = ? GROUP BY rating",
+                (query_id,),
+            ).fetchall()
+        counts = {r: 0 for r in RATINGS}
+        for rating, n in rows:
+            counts[str(rating)] = int(n)
+        total = sum(counts.values())
+        avg = sum(RATING_VALUES[r] * n for r, n in counts.items()) / total if total else None
+        return {
+            "query_id": query_id,
+            "total": total,
+            "helpful_count": counts["helpful"],
+            "not_helpful_count": counts["not_helpful"],
+            "partially_helpful_count": counts["partially_helpful"],
+            "avg_rating": avg,
+            "used_chunk_ids": self._used(query_id),
+        }
+
+
+class QueryLogger:
+    """Writes query-log entries from a background thread, in batches, so an answer never waits
+    for a database write; :meth:`flush` makes everything submitted so far visible (feedback
+    calls it before looking a query up)."""
+
+    def __init__(self, store: FeedbackStore) -> None:
+        self.store = store
+        self._queue: queue.SimpleQueue[QueryLogEntry | threading.Event | None] = queue.SimpleQueue()
+        self.errors = 0
+        self.written = 0
+        self._thread = threading.Thread(target=self._loop, name="ragloom-query-log", daemon=True)
+        self._thread.start()
+
+    def submit(self, entry: QueryLogEntry) -> None:
+        self._queue.put(entry)
+
+    def flush(self, timeout: float = 10.0) -> None:
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10.0)
+
+    def _loop(self) -> None:
+        stop = False
+        while not stop:
+            item = self._queue.get()
+            items = [item]
+            time.sleep(0)  # let a burst of answers queue up behind the first
+            while True:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            entries = [i for i in items if isinstance(i, QueryLogEntry)]
+            try:
+                self.store.log_queries(entries)
+                self.written += len(entries)
+            except DbError:
+                self.errors += len(entries)
+            for i in items:
+                if isinstance(i, threading.Event):
+                    i.set()
+                elif i is None:
+                    stop = True

@@ -37,6 +37,7 @@ LAYER_RULES: dict[str, tuple[str, ...]] = {
     "bench": ("cli",),
     "integrations": ("cli", "bench", "eval"),
     "settings": ("cli", "server", "bench", "eval"),
+    "server": ("cli", "bench", "eval"),
 }
 """Importer (a sub-package or module under ragloom) -> what it must not import; ``""`` stands
 for the ``ragloom`` package itself (its ``__init__``)."""

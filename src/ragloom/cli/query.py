@@ -1,5 +1,9 @@
 """``ragloom search`` and ``ragloom context``: ranked hits for a query, and the assembled,
-token-budgeted context built from them."""
+token-budgeted context built from them.
+
+An option left out takes its value from the index's repository configuration
+(:mod:`ragloom.settings`: ``ranking.*``, ``assembly.*``); an option given on the command line
+wins. Without any configuration the defaults are the ones shown in ``--help``."""
 
 from __future__ import annotations
 
@@ -8,11 +12,26 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from ragloom.cli.app import echo_json, handle_errors, open_for_read
 from ragloom.ingest.chunker import part_label
 
 __all__ = ["context_cmd", "search_cmd"]
+
+
+def _configured(root: Path, keys: dict[str, str]) -> dict[str, Any]:
+    """The configured value of every option in ``keys`` (parameter -> dotted setting) the user
+    did not give; explicit options keep their value. A bad configuration is a ConfigError."""
+    from ragloom.settings import load_settings
+
+    ctx = click.get_current_context()
+    flat = load_settings(root).settings.flat(mask_secrets=False)
+    return {
+        name: flat[key]
+        for name, key in keys.items()
+        if ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None)
+    }
 
 
 def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
@@ -39,13 +58,16 @@ def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
 @click.option(
     "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
 )
-@click.option("-k", "--top-k", type=int, default=10, show_default=True)
+@click.option(
+    "-k", "--top-k", type=int, default=10, show_default=True, help="Hits [config: ranking.top_k]."
+)
 @click.option(
     "--strategy",
     default="hybrid",
     show_default=True,
     help="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed (seed RRF defaults) "
-    "or +no-STEP (STEP: expand, synonyms, entities, exact, decompose, language).",
+    "or +no-STEP (STEP: expand, synonyms, entities, exact, decompose, language) "
+    "[config: ranking.strategy].",
 )
 @click.option("--explain", is_flag=True, help="Show each modality's rank and score, and boosts.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list.")
@@ -55,6 +77,9 @@ def search_cmd(
 ) -> None:
     """Search the index for QUERY."""
     idx = open_for_read(str(index_dir) if index_dir else None)
+    given = _configured(idx.root, {"top_k": "ranking.top_k", "strategy": "ranking.strategy"})
+    top_k = given.get("top_k", top_k)
+    strategy = given.get("strategy", strategy)
     result = idx.search(query, top_k=top_k, strategy=strategy, explain=explain)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
@@ -87,19 +112,41 @@ def search_cmd(
 @click.option(
     "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
 )
-@click.option("-k", "--top-k", type=int, default=15, show_default=True, help="Hits to assemble.")
-@click.option("--budget", type=int, default=8000, show_default=True, help="Token budget.")
+@click.option(
+    "-k",
+    "--top-k",
+    type=int,
+    default=15,
+    show_default=True,
+    help="Hits to assemble [config: assembly.context_top_k].",
+)
+@click.option(
+    "--budget",
+    type=int,
+    default=8000,
+    show_default=True,
+    help="Token budget [config: assembly.budget].",
+)
 @click.option(
     "--format",
     "fmt",
     type=click.Choice(["xml", "markdown", "plain", "json"]),
     default="xml",
     show_default=True,
+    help="Rendering [config: assembly.format].",
 )
 @click.option(
-    "--counter", default="cl100k", show_default=True, help="Token counter: cl100k | o200k | approx."
+    "--counter",
+    default="cl100k",
+    show_default=True,
+    help="Token counter: cl100k | o200k | approx [config: assembly.counter].",
 )
-@click.option("--strategy", default="hybrid", show_default=True, help="As for `ragloom search`.")
+@click.option(
+    "--strategy",
+    default="hybrid",
+    show_default=True,
+    help="As for `ragloom search` [config: ranking.strategy].",
+)
 @click.option("--scores", is_flag=True, help="Include scores in the rendered context.")
 @click.option("--json", "as_json", is_flag=True, help="Print parts, stats and text as JSON.")
 @handle_errors
@@ -116,6 +163,21 @@ def context_cmd(
 ) -> None:
     """Assemble a deduplicated, stitched, token-budgeted context for QUERY."""
     idx = open_for_read(str(index_dir) if index_dir else None)
+    given = _configured(
+        idx.root,
+        {
+            "top_k": "assembly.context_top_k",
+            "budget": "assembly.budget",
+            "fmt": "assembly.format",
+            "counter": "assembly.counter",
+            "strategy": "ranking.strategy",
+        },
+    )
+    top_k = given.get("top_k", top_k)
+    budget = given.get("budget", budget)
+    fmt = given.get("fmt", fmt)
+    counter = given.get("counter", counter)
+    strategy = given.get("strategy", strategy)
     ctx = idx.get_context(
         query,
         top_k=top_k,

@@ -90,6 +90,9 @@ class CacheStats:
     evictions: int = 0
     """Entries pushed out by size (the least recently used) or by age (the TTL)."""
     stores: int = 0
+    coalesced: int = 0
+    """Misses that waited for an identical request in flight instead of computing (result
+    cache only; counted as misses too, since the cache did not hold the answer)."""
 
     @property
     def hit_rate(self) -> float:
@@ -138,6 +141,10 @@ class _Counted(Generic[V]):
             self.stats.stores += 1
             self._evicted(before)
 
+    def count_coalesced(self) -> None:
+        with self._lock:
+            self.stats.coalesced += 1
+
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
@@ -163,6 +170,7 @@ class _Counted(Generic[V]):
                 "misses": st.misses,
                 "evictions": st.evictions,
                 "hit_rate": st.hit_rate,
+                "coalesced": st.coalesced,
             }
 
 

@@ -29,7 +29,8 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -56,7 +57,12 @@ log = logging.getLogger("ragloom")
 
 _FORMAT_ALIASES = {"text": "plain"}
 """Settings name the plain format ``text``; the assembler calls it ``plain``."""
+BM25_WORKERS = 4
+"""Threads running BM25 searches beside the dense side of concurrent hybrid queries (tantivy
+releases the GIL while it searches; docs/serving.md)."""
 _STATUS_TTL_S = 2.0
+_FLIGHT_WAIT_S = 30.0
+"""An identical request waits this long for the first one's answer before computing its own."""
 """BM25 state read for ``/metrics`` is reused this long (it opens the engine folder)."""
 
 
@@ -95,13 +101,22 @@ class _Reader:
 
     epoch: int
     index: Index
+    retriever: Retriever
     ident: tuple[int, int] | None
     refs: int = 0
     retired: bool = False
 
-    @property
-    def retriever(self) -> Retriever:
-        return self.index.retriever
+    def close(self) -> None:
+        self.retriever.close()
+        self.index.close()
+
+
+@dataclass(eq=False)
+class _Flight:
+    """One computation of a result-cache key that identical concurrent requests wait for."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    body: dict[str, Any] | None = None
 
 
 @dataclass
@@ -171,6 +186,7 @@ class ServingEngine:
             self._batcher = BatchingEmbedder(base, window_ms=settings.server.batch_window_ms)
             self._embedder = CachingEmbedder(self._batcher, self._embedding_cache)
         self._epoch = 0
+        self._inflight: dict[tuple[object, ...], _Flight] = {}
         self._reader: _Reader = self._open_reader()
         self._fallbacks = {"dense_unavailable": 0, "bm25_unavailable": 0}
         self._jobs: dict[str, _Job] = {}
@@ -212,17 +228,27 @@ class ServingEngine:
     def _open_reader(self) -> _Reader:
         index = Index(self.root, self.index_dir, embedder=self._embedder)
         ident = _db_ident(self.index_dir)
-        _ = index.retriever  # opens store, BM25 and vectors now: errors surface at open
+        retriever = index.retriever  # opens store, BM25 and vectors now: errors surface here
+        # The Retriever runs each hybrid query's BM25 side on its own worker pool, created on
+        # first use with ONE thread (right for one caller). Shared by many request threads,
+        # that single worker queues every query's BM25 search behind the others' (and two
+        # threads racing the lazy creation would each make a pool): the engine gives it a
+        # pool sized for concurrent requests up front. docs/serving.md measures the effect.
+        retriever._pool = ThreadPoolExecutor(
+            max_workers=BM25_WORKERS, thread_name_prefix="ragloom-bm25"
+        )
         self._epoch += 1
-        return _Reader(self._epoch, index, ident)
+        return _Reader(self._epoch, index, retriever, ident)
 
     def _warm(self) -> None:
+        """Load what the first query would (the ONNX session, the symbol table, the token
+        counter), so no request pays for it."""
         r = self._reader
-        if r.retriever.vectors is not None and r.retriever.vectors.count():
-            try:
-                r.retriever.embed_query("warm up")
-            except RagError as exc:
-                log.warning("could not warm the query embedder: %s", exc)
+        try:
+            r.retriever.search("warm up", top_k=1)
+            get_counter(self._settings.assembly.counter).count("warm up")
+        except RagError as exc:
+            log.warning("could not warm the engine: %s", exc)
 
     @property
     def settings(self) -> Settings:
@@ -246,7 +272,7 @@ class ServingEngine:
                     reader.retired = True
                     self._reader = fresh
                     if reader.refs == 0:
-                        reader.index.close()
+                        reader.close()
                     reader = fresh
             reader.refs += 1
         try:
@@ -255,7 +281,7 @@ class ServingEngine:
             with self._lock:
                 reader.refs -= 1
                 if reader.retired and reader.refs == 0:
-                    reader.index.close()
+                    reader.close()
 
     # -- parameters ---------------------------------------------------------------------
     @staticmethod
@@ -307,6 +333,42 @@ class ServingEngine:
             QueryLogEntry(qid, route, query, strategy, gen, tuple(ids), time.time())
         )
 
+    def _answer(
+        self,
+        r: _Reader,
+        key: Callable[[int], tuple[object, ...]],
+        compute: Callable[[], tuple[dict[str, Any], SearchResult]],
+    ) -> tuple[dict[str, Any], bool]:
+        """The cached body for ``key`` at the published generation, else computed once for
+        all identical concurrent requests (single flight: they wait for the first and share
+        its answer, reported as a cache hit). True when this call did not compute it."""
+        k0 = key(r.retriever.store.generation())
+        body = self._results.get(k0)
+        if body is not None:
+            return body, True
+        with self._lock:
+            flight = self._inflight.get(k0)
+            leader = flight is None
+            if flight is None:
+                flight = self._inflight[k0] = _Flight()
+        if not leader:
+            flight.done.wait(_FLIGHT_WAIT_S)
+            if flight.body is not None:
+                self._results.count_coalesced()
+                return flight.body, True
+            body, _ = compute()  # the first one failed or took too long: answer alone
+            return body, False
+        try:
+            body, res = compute()
+            if self._cacheable(res):
+                self._results.put(key(res.generation), body)
+            flight.body = body
+        finally:
+            with self._lock:
+                self._inflight.pop(k0, None)
+            flight.done.set()
+        return body, False
+
     # -- queries ------------------------------------------------------------------------
     def search(
         self,
@@ -332,19 +394,17 @@ class ServingEngine:
                     epoch=r.epoch, generation=gen,
                 )  # fmt: skip
 
-            body = self._results.get(key(r.retriever.store.generation()))
-            hit = body is not None
-            if body is None:
+            def compute() -> tuple[dict[str, Any], SearchResult]:
                 res = r.retriever.search(query, top_k=k, strategy=strat, explain=explain)
                 self._count_fallbacks(r, res, strat)
-                body = {
+                return {
                     "generation": res.generation,
                     "strategy": res.strategy,
                     "hits": [hit_json(h, explain, res.generation) for h in res.hits],
                     "notes": list(res.notes),
-                }
-                if self._cacheable(res):
-                    self._results.put(key(res.generation), body)
+                }, res
+
+            body, hit = self._answer(r, key, compute)
         qid = uuid.uuid4().hex
         hits = [{**h, "ranks": dict(h["ranks"])} for h in body["hits"]]
         out = {
@@ -400,14 +460,12 @@ class ServingEngine:
                     counter=counter_name, epoch=r.epoch, generation=gen,
                 )  # fmt: skip
 
-            body = self._results.get(key(r.retriever.store.generation()))
-            hit = body is not None
-            if body is None:
+            def compute() -> tuple[dict[str, Any], SearchResult]:
                 res = r.retriever.search(query, top_k=k, strategy=strat)
                 self._count_fallbacks(r, res, strat)
-                body = self._assemble(r, query, res, tokens, cast(Format, fmt), counter_name)
-                if self._cacheable(res):
-                    self._results.put(key(res.generation), body)
+                return self._assemble(r, query, res, tokens, cast(Format, fmt), counter_name), res
+
+            body, hit = self._answer(r, key, compute)
         qid = uuid.uuid4().hex
         out = {
             "query_id": qid,
@@ -656,7 +714,7 @@ class ServingEngine:
         with self._lock:
             self._reader.retired = True
             if self._reader.refs == 0:
-                self._reader.index.close()
+                self._reader.close()
 
     def __enter__(self) -> ServingEngine:
         return self

@@ -1,0 +1,118 @@
+"""The ``code`` source: the existing symbol index (``ragloom.api.Index``), unchanged.
+
+Its list is ragloom's own hybrid search (BM25 and dense already fused with the tuned weights),
+so it enters the cross-source fusion as one list with the code weight (1.0). Each hit keeps the
+original :class:`ragloom.types.Hit` as its payload, so context assembly reads code from disk
+with its freshness checks exactly as ``ragloom context`` does. ``sync`` is ``Index.index``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+
+from ragloom.api import Index
+from ragloom.sources.base import (
+    RetrieveOptions,
+    SourceContext,
+    SourceHit,
+    SourceQuery,
+    SourceSettings,
+    SyncReport,
+)
+from ragloom.types import Hit
+
+__all__ = ["CodeSource"]
+
+_FILTER_OVERFETCH = 4
+
+
+class CodeSource:
+    """Symbol-level hybrid search over the repository's index."""
+
+    name = "code"
+
+    def __init__(self, context: SourceContext) -> None:
+        self.context = context
+        self.settings = SourceSettings(top_k=10)
+        self._index: Index | None = None
+        self.strategy = "hybrid"
+        self.explain = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            self._index = Index(self.context.root, self.context.index_dir)
+        return self._index
+
+    def initialize(self, settings: SourceSettings) -> None:
+        self.settings = settings
+        self.strategy = str(settings.options.get("strategy", "hybrid"))
+        self.explain = bool(settings.options.get("explain", False))
+        embed = settings.options.get("embedder")
+        if embed is not None and self._index is None:
+            self._index = Index(self.context.root, self.context.index_dir, embedder=str(embed))
+
+    def sync(self) -> SyncReport:
+        embed = bool(self.settings.options.get("embed", True))
+        stats = self.index.index(embed=embed)
+        return SyncReport(
+            self.name,
+            added=stats.chunks_added + stats.chunks_updated,
+            removed=stats.chunks_removed,
+            total=stats.chunks_total,
+            seconds=stats.seconds,
+        )
+
+    def _search(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
+        flt = options.filter
+        k = options.top_k if flt.empty else min(options.top_k * _FILTER_OVERFETCH, 200)
+        result = self.index.search(
+            query.text, top_k=k, strategy=self.strategy, explain=self.explain
+        )
+        out: list[SourceHit] = []
+        for h in result.hits:
+            if not flt.empty and not (
+                (not flt.paths or any(fnmatch.fnmatchcase(h.path, g) for g in flt.paths))
+                and (not flt.languages or h.language in flt.languages)
+            ):
+                continue
+            out.append(_code_hit(h))
+        return out[: options.top_k]
+
+    async def retrieve(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
+        return await asyncio.to_thread(self._search, query, options)
+
+    async def health_check(self) -> bool:
+        return self.index.exists
+
+    async def dispose(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    def freshness(self) -> dict[str, object]:
+        if not self.index.exists:
+            return {"items": 0}
+        st = self.index.status(freshness=False)
+        return {"items": st.chunks, "files": st.files, "generation": st.generation}
+
+
+def _code_hit(h: Hit) -> SourceHit:
+    return SourceHit(
+        source="code",
+        id=h.id,
+        title=h.symbol or h.path,
+        text=h.text,
+        score=h.score,
+        date=None,
+        url=None,
+        attribution={"path": h.path, "start_line": h.start_line, "end_line": h.end_line},
+        kind=h.kind,
+        paths=(h.path,),
+        payload=h,
+    )

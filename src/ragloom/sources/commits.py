@@ -1,0 +1,214 @@
+"""The ``commits`` source: the local git history, read with ``git`` itself (never the network).
+
+One item per non-merge commit: the full message, author, committer date, the changed files with
+their status and line counts (a bounded diff summary: at most :data:`MAX_DIFF_FILES` files), and
+a URL when ``origin`` is a GitHub remote. History is read with the evaluation's parser
+(:func:`ragloom.eval.gitdata.read_log`).
+
+Sync is incremental from the last indexed commit: when it is an ancestor of ``HEAD`` only
+``last..HEAD`` is read; when it is not (a rebase, an amend, a force-push: the history was
+rewritten) every item is dropped and the history re-read, and the report says ``resynced``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ragloom.errors import InputError
+from ragloom.eval.gitdata import Commit, read_log
+from ragloom.sources.base import (
+    RetrieveOptions,
+    SourceContext,
+    SourceHit,
+    SourceQuery,
+    SourceSettings,
+    SyncReport,
+)
+from ragloom.sources.itemstore import Item, ItemStore
+
+__all__ = ["MAX_DIFF_FILES", "CommitsSource", "git_dir_of", "github_web_url"]
+
+MAX_DIFF_FILES = 30
+"""Files listed in one commit's diff summary; the rest are counted."""
+MAX_COMMITS_DEFAULT = 20_000
+"""Commits read by the first sync of a long history (newest first); option ``max_commits``."""
+_BATCH = 500
+_STATUS = {"A": "added", "M": "modified", "D": "deleted", "T": "type changed"}
+_REMOTE = re.compile(r"github\.com[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")
+
+
+def _run(
+    args: Sequence[str], cwd: Path | None = None, git_dir: Path | None = None
+) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    if git_dir is not None:
+        env["GIT_DIR"] = str(git_dir)
+    env["LC_ALL"] = "C"
+    proc = subprocess.run(
+        ["git", "-c", "core.quotepath=off", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    return proc.returncode, proc.stdout.decode("utf-8", "replace")
+
+
+def git_dir_of(root: Path) -> Path | None:
+    """The git directory of the work tree at ``root`` (None when it is not a repository)."""
+    code, out = _run(["rev-parse", "--absolute-git-dir"], cwd=root)
+    return Path(out.strip()) if code == 0 and out.strip() else None
+
+
+def github_web_url(git_dir: Path) -> str | None:
+    """``https://github.com/OWNER/NAME`` when ``origin`` points at GitHub."""
+    code, out = _run(["config", "--get", "remote.origin.url"], git_dir=git_dir)
+    m = _REMOTE.search(out.strip()) if code == 0 else None
+    return f"https://github.com/{m.group(1)}/{m.group(2)}" if m else None
+
+
+def _numstat(git_dir: Path, revs: Sequence[str]) -> dict[str, dict[str, tuple[str, str]]]:
+    """sha -> path -> (added, deleted) line counts (``-`` for binary files)."""
+    code, out = _run(
+        ["log", "--no-merges", "--no-renames", "--no-color", "-z", "--numstat",
+         "--format=%x1e%H", *revs, "--"],
+        git_dir=git_dir,
+    )  # fmt: skip
+    if code != 0:
+        raise InputError(f"git log --numstat failed in {git_dir}")
+    stats: dict[str, dict[str, tuple[str, str]]] = {}
+    for record in out.split("\x1e"):
+        if not record.strip("\x00\n"):
+            continue
+        sha, _, rest = record.partition("\n")
+        per: dict[str, tuple[str, str]] = {}
+        for entry in rest.split("\x00"):
+            parts = entry.strip("\n").split("\t")
+            if len(parts) == 3:
+                per[parts[2]] = (parts[0], parts[1])
+        stats[sha.strip()] = per
+    return stats
+
+
+def _item(c: Commit, stat: dict[str, tuple[str, str]], web: str | None) -> Item:
+    subject = c.message.strip().partition("\n")[0]
+    when = datetime.fromtimestamp(c.timestamp, UTC).isoformat()
+    lines = []
+    for status, path in c.changes[:MAX_DIFF_FILES]:
+        add, dele = stat.get(path, ("?", "?"))
+        lines.append(f"  {_STATUS.get(status, status)} {path} (+{add} -{dele})")
+    if len(c.changes) > MAX_DIFF_FILES:
+        lines.append(f"  ... and {len(c.changes) - MAX_DIFF_FILES} more files")
+    text = (
+        f"{c.message.strip()}\n\nAuthor: {c.author} <{c.email}>\nDate: {when}\n"
+        f"Changed files ({len(c.changes)}):\n" + "\n".join(lines)
+    )
+    return Item(
+        id=c.sha,
+        kind="commit",
+        title=subject.strip(),
+        text=text,
+        date=float(c.timestamp),
+        url=f"{web}/commit/{c.sha}" if web else None,
+        author=c.author,
+        paths=tuple(p for _, p in c.changes),
+        attribution={"commit": c.sha, "short": c.sha[:10]},
+        language="",
+        group="",
+    )
+
+
+class CommitsSource:
+    """Commits of the repository's ``HEAD`` history, searched with BM25."""
+
+    name = "commits"
+
+    def __init__(self, context: SourceContext) -> None:
+        self.context = context
+        self.settings = SourceSettings(enabled=False, weight=0.1)
+        self._store: ItemStore | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    @property
+    def store(self) -> ItemStore:
+        if self._store is None:
+            self._store = ItemStore(self.context.data_dir, self.name)
+        return self._store
+
+    def initialize(self, settings: SourceSettings) -> None:
+        self.settings = settings
+
+    def _git_dir(self) -> Path:
+        gd = git_dir_of(self.context.root)
+        if gd is None:
+            raise InputError(f"{self.context.root} is not a git work tree (the commits source)")
+        return gd
+
+    def sync(self) -> SyncReport:
+        t0 = time.perf_counter()
+        report = SyncReport(self.name)
+        git_dir = self._git_dir()
+        code, out = _run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], git_dir=git_dir)
+        head = out.strip() if code == 0 else ""
+        store = self.store
+        last = store.get_meta("last_commit")
+        if not head:  # a repository without commits
+            report.total = store.count()
+            return report
+        revs: list[str]
+        if last == head:
+            revs = []
+        elif last and _run(["merge-base", "--is-ancestor", last, head], git_dir=git_dir)[0] == 0:
+            revs = [f"{last}..{head}"]
+        else:
+            if last:
+                store.clear()
+                report.resynced = True
+            limit = int(self.settings.options.get("max_commits", MAX_COMMITS_DEFAULT))
+            revs = [f"--max-count={limit}", head]
+        if revs:
+            commits = read_log(git_dir, *revs)
+            stats = _numstat(git_dir, revs)
+            web = github_web_url(git_dir)
+            for i in range(0, len(commits), _BATCH):
+                batch = commits[i : i + _BATCH]
+                report.added += store.upsert(_item(c, stats.get(c.sha, {}), web) for c in batch)
+            store.set_meta("last_commit", head)
+            store.set_meta("last_commit_date", str(commits[0].timestamp) if commits else None)
+        store.set_meta("last_sync", str(time.time()))
+        report.cursor = head
+        report.total = store.count()
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    async def retrieve(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
+        return await asyncio.to_thread(
+            self.store.search, query.text, options.top_k, options.filter, source=self.name
+        )
+
+    async def health_check(self) -> bool:
+        return git_dir_of(self.context.root) is not None
+
+    async def dispose(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def freshness(self) -> dict[str, object]:
+        last_sync = self.store.get_meta("last_sync")
+        return {
+            "items": self.store.count(),
+            "last_commit": self.store.get_meta("last_commit"),
+            "newest_commit_date": self.store.newest(),
+            "last_sync": float(last_sync) if last_sync else None,
+        }

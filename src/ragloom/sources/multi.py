@@ -1,0 +1,179 @@
+"""``SourceSet``: the sources of one index, synced and queried together.
+
+This is what ``ragloom index --sources``, ``ragloom search --sources`` and ``ragloom status`` use
+(and what a server would): it builds the named sources from the registry with their settings,
+saves the options they were synced with in ``<index>/sources/config.json``, and runs
+multi-source searches through :mod:`ragloom.sources.orchestrate`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ragloom.retrieve.config import RecencyConfig
+from ragloom.sources.base import (
+    RetrieveOptions,
+    Source,
+    SourceContext,
+    SourceFilter,
+    SourceQuery,
+    SourceSettings,
+    SyncReport,
+)
+from ragloom.sources.orchestrate import (
+    DEFAULT_PER_SOURCE_MS,
+    DEFAULT_TOTAL_MS,
+    MultiSearchResult,
+    fuse_sources,
+    retrieve_all,
+    run_sync,
+)
+from ragloom.sources.registry import (
+    create_source,
+    default_settings,
+    load_config,
+    save_config,
+    source_factories,
+)
+
+__all__ = ["SourceSet"]
+
+
+class SourceSet:
+    """Named sources of the index at ``index_dir`` for the repository at ``root``.
+
+    A source named here is enabled even when it is off by default (``prs``, ``commits``):
+    naming it is asking for it. ``options`` adds per-source options to those saved by the last
+    sync (``{"issues": {"github": "owner/name"}}``); ``weights`` overrides RRF weights.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        index_dir: Path,
+        names: Sequence[str],
+        *,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        weights: Mapping[str, float] | None = None,
+    ) -> None:
+        self.context = SourceContext(root.resolve(), index_dir.resolve())
+        self.saved = load_config(self.context.index_dir)
+        factories = source_factories()
+        self.sources: dict[str, Source] = {}
+        self.settings: dict[str, SourceSettings] = {}
+        for name in names:
+            base = default_settings(name)
+            opts = {**self.saved.get(name, {}), **dict((options or {}).get(name, {}))}
+            st = replace(base, enabled=True, options=opts)
+            if weights and name in weights:
+                st = replace(st, weight=float(weights[name]))
+            self.settings[name] = st
+            self.sources[name] = create_source(name, self.context, st, factories)
+
+    @classmethod
+    def configured(cls, root: Path, index_dir: Path) -> SourceSet:
+        """The sources the last ``ragloom index --sources`` synced (none: an empty set)."""
+        return cls(root, index_dir, list(load_config(index_dir.resolve())))
+
+    # -- indexing -----------------------------------------------------------------------
+    def sync(self) -> list[SyncReport]:
+        """Sync every source (the code source indexes first) and save the configuration."""
+        reports: list[SyncReport] = []
+        order = sorted(self.sources, key=lambda n: n != "code")
+        for name in order:
+            src = self.sources[name]
+            t0 = time.perf_counter()
+            rep = src.sync()
+            rep.seconds = rep.seconds or time.perf_counter() - t0
+            reports.append(rep)
+        config = dict(self.saved)
+        for name in self.sources:
+            persisted = {
+                k: v
+                for k, v in self.settings[name].options.items()
+                if isinstance(v, str | int | float | bool)
+            }
+            config[name] = persisted
+        save_config(self.context.index_dir, config)
+        return reports
+
+    # -- querying -----------------------------------------------------------------------
+    async def asearch(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        filter: SourceFilter | None = None,
+        per_source_ms: float = DEFAULT_PER_SOURCE_MS,
+        total_ms: float = DEFAULT_TOTAL_MS,
+        strict: bool = False,
+        recency: RecencyConfig | None = None,
+        now: float | None = None,
+    ) -> MultiSearchResult:
+        """Query every source in parallel and fuse (``top_k`` caps each source's list; the code
+        source gets ``top_k`` itself, the others their own ``top_k`` setting up to it)."""
+        t0 = time.perf_counter()
+        flt = filter or SourceFilter()
+        opts: dict[str, RetrieveOptions] = {}
+        for name, st in self.settings.items():
+            k = st.top_k if top_k is None else (top_k if name == "code" else min(st.top_k, top_k))
+            opts[name] = RetrieveOptions(top_k=k, filter=flt, timeout_ms=per_source_ms)
+        results, statuses = await retrieve_all(
+            list(self.sources.values()),
+            SourceQuery(query),
+            opts,
+            per_source_ms=per_source_ms,
+            total_ms=total_ms,
+            strict=strict,
+        )
+        t_retrieve = (time.perf_counter() - t0) * 1000
+        notes: list[str] = []
+        docs = self.sources.get("docs")
+        if "code" in results and "docs" in results and docs is not None:
+            held = getattr(docs, "document_paths", None)
+            doc_paths: set[str] = held() if callable(held) else set()
+            before = len(results["code"])
+            results["code"] = [
+                h for h in results["code"] if (h.paths[0] if h.paths else "") not in doc_paths
+            ]
+            dropped = before - len(results["code"])
+            if dropped:
+                notes.append(f"{dropped} code hits in documentation files left to the docs source")
+        weights = {n: st.weight for n, st in self.settings.items()}
+        hits = fuse_sources(results, weights, recency=recency, now=now)
+        return MultiSearchResult(
+            hits=hits,
+            statuses=statuses,
+            timings_ms={
+                "retrieve": round(t_retrieve, 2),
+                "total": round((time.perf_counter() - t0) * 1000, 2),
+            },
+            notes=notes,
+        )
+
+    def search(self, query: str, **kwargs: Any) -> MultiSearchResult:
+        """:meth:`asearch` from synchronous code (returns at the total timeout at the latest)."""
+        return run_sync(lambda: self.asearch(query, **kwargs))
+
+    # -- status -------------------------------------------------------------------------
+    def freshness(self) -> list[dict[str, object]]:
+        """Each source's freshness: items, last synced commit, last issue update, ..."""
+        out: list[dict[str, object]] = []
+        for name, src in self.sources.items():
+            try:
+                info = src.freshness()
+            except Exception as exc:  # status reports a broken source, it does not fail
+                info = {"error": f"{type(exc).__name__}: {exc}"}
+            out.append({"source": name, **info})
+        return out
+
+    def close(self) -> None:
+        async def _all() -> None:
+            for src in self.sources.values():
+                await src.dispose()
+
+        run_sync(_all)

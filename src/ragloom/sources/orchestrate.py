@@ -1,0 +1,235 @@
+"""Querying several sources at once: parallel, each under its own timeout, then fused.
+
+(tamma phase 3 ``retrieveFromAllSources`` / ``retrieveWithTimeout`` and phase 5 ranking.)
+
+1. Every enabled source's ``retrieve`` runs as its own asyncio task under ``asyncio.wait_for``
+   with the per-source timeout (default 2000 ms); all of them together are bounded by the total
+   timeout (default 5000 ms) with ``asyncio.wait``, which returns at the deadline whatever the
+   tasks do (a task that ignores its cancellation is abandoned, not awaited).
+2. A source that times out, raises or is disabled is left out of this answer and reported in
+   ``statuses`` (``{source, count, latency_ms, status: ok|timeout|error|disabled}``); in strict
+   mode the first such failure raises :class:`~ragloom.errors.SearchError` instead.
+3. With both ``code`` and ``docs``, code hits in files the docs source holds are dropped (the
+   code index chunks Markdown and text too): each section counts once, with the docs weight.
+4. Weighted RRF over the per-source lists (:func:`ragloom.retrieve.fusion.rrf_fuse_explain`,
+   k = 60, weights from the settings: code 1.0, docs 0.3, issues 0.2, prs 0.2, commits 0.1),
+   then min-max normalisation and the additive recency boost (:func:`apply_recency`, 0.1 and
+   30 days) on the items that have a date, as the code retriever does for its own boost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from ragloom.errors import SearchError
+from ragloom.retrieve.config import RRF_K_DEFAULT, RecencyConfig
+from ragloom.retrieve.fusion import (
+    SECONDS_PER_DAY,
+    apply_recency,
+    normalize_scores,
+    rrf_fuse_explain,
+)
+from ragloom.sources.base import RetrieveOptions, Source, SourceHit, SourceQuery
+
+__all__ = [
+    "DEFAULT_PER_SOURCE_MS",
+    "DEFAULT_TOTAL_MS",
+    "MultiSearchResult",
+    "SourceStatus",
+    "fuse_sources",
+    "retrieve_all",
+    "run_sync",
+]
+
+DEFAULT_PER_SOURCE_MS = 2000.0
+"""tamma ``timeouts.per_source_ms``."""
+DEFAULT_TOTAL_MS = 5000.0
+"""tamma ``timeouts.total_ms``."""
+_ABANDON_GRACE_S = 0.05
+"""After the answer, cancelled tasks get this long to finish before the loop is closed."""
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class SourceStatus:
+    """How one source did for one query."""
+
+    source: str
+    count: int
+    latency_ms: float
+    status: str
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "source": self.source,
+            "count": self.count,
+            "latency_ms": round(self.latency_ms, 2),
+            "status": self.status,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(slots=True)
+class MultiSearchResult:
+    """Fused hits of several sources and how each source did."""
+
+    hits: list[SourceHit]
+    statuses: list[SourceStatus]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def sources_json(self) -> list[dict[str, object]]:
+        return [s.to_dict() for s in self.statuses]
+
+
+async def _one(
+    src: Source, query: SourceQuery, opts: RetrieveOptions, per_source_s: float
+) -> tuple[list[SourceHit], SourceStatus]:
+    t0 = time.perf_counter()
+    if not src.enabled:
+        return [], SourceStatus(src.name, 0, 0.0, "disabled")
+    try:
+        hits = await asyncio.wait_for(src.retrieve(query, opts), per_source_s)
+    except TimeoutError:
+        ms = (time.perf_counter() - t0) * 1000
+        return [], SourceStatus(
+            src.name, 0, ms, "timeout", f"no answer in {per_source_s * 1000:.0f} ms"
+        )
+    except Exception as exc:  # a failing source is reported, never the end of the query
+        ms = (time.perf_counter() - t0) * 1000
+        return [], SourceStatus(src.name, 0, ms, "error", f"{type(exc).__name__}: {exc}")
+    ms = (time.perf_counter() - t0) * 1000
+    return list(hits), SourceStatus(src.name, len(hits), ms, "ok")
+
+
+async def retrieve_all(
+    sources: Sequence[Source],
+    query: SourceQuery,
+    options: Mapping[str, RetrieveOptions],
+    *,
+    per_source_ms: float = DEFAULT_PER_SOURCE_MS,
+    total_ms: float = DEFAULT_TOTAL_MS,
+    strict: bool = False,
+) -> tuple[dict[str, list[SourceHit]], list[SourceStatus]]:
+    """Each source's hits (only those that answered) and every source's status, in order."""
+    t0 = time.perf_counter()
+    per_s = max(per_source_ms, 0.0) / 1000
+    tasks = {
+        src.name: asyncio.create_task(
+            _one(src, query, options.get(src.name, RetrieveOptions()), per_s),
+            name=f"ragloom-source-{src.name}",
+        )
+        for src in sources
+    }
+    if tasks:
+        await asyncio.wait(tasks.values(), timeout=max(total_ms, 0.0) / 1000)
+    results: dict[str, list[SourceHit]] = {}
+    statuses: list[SourceStatus] = []
+    for name, task in tasks.items():
+        if task.done() and not task.cancelled():
+            hits, status = task.result()
+        else:
+            task.cancel()
+            ms = (time.perf_counter() - t0) * 1000
+            hits, status = (
+                [],
+                SourceStatus(name, 0, ms, "timeout", f"total timeout {total_ms:.0f} ms"),
+            )
+        statuses.append(status)
+        if status.status == "ok":
+            results[name] = hits
+    if strict:
+        bad = [s for s in statuses if s.status in ("timeout", "error")]
+        if bad:
+            raise SearchError(
+                "strict mode: " + "; ".join(f"source {s.source} {s.status}: {s.error}" for s in bad)
+            )
+    return results, statuses
+
+
+def fuse_sources(
+    results: Mapping[str, Sequence[SourceHit]],
+    weights: Mapping[str, float],
+    *,
+    k: float = RRF_K_DEFAULT,
+    recency: RecencyConfig | None = None,
+    now: float | None = None,
+) -> list[SourceHit]:
+    """Weighted RRF over the sources' lists, then normalisation and recency (see the module
+    docstring). Every returned hit's ``score`` is its final score and ``explain`` says how."""
+    by_uid: dict[str, SourceHit] = {}
+    source_of: dict[str, str] = {}
+    lists: dict[str, list[tuple[str, float]]] = {}
+    for name, hits in results.items():
+        seq: list[tuple[str, float]] = []
+        for h in hits:
+            uid = f"{name}\x00{h.id}"
+            by_uid.setdefault(uid, h)
+            source_of[uid] = name
+            seq.append((uid, h.score))
+        lists[name] = seq
+    fused = rrf_fuse_explain(lists, {n: weights.get(n, 0.0) for n in lists}, k)
+    if not fused:
+        return []
+    rrf = {it.id: it for it in fused}
+    normalised = normalize_scores([(it.id, it.score) for it in fused])
+    cfg = recency if recency is not None else RecencyConfig()
+    when = time.time() if now is None else now
+    dates = {uid: h.date for uid, h in by_uid.items() if h.date is not None}
+    boosted = apply_recency(normalised, dates, when, cfg)
+    norm = dict(normalised)
+    out: list[SourceHit] = []
+    for uid, score in boosted:
+        h = by_uid[uid]
+        item = rrf[uid]
+        date = dates.get(uid)
+        explain: dict[str, object] = {
+            "source_score": h.score,
+            "rrf": {
+                "score": item.score,
+                "rank": dict(item.ranks),
+                "weight": weights.get(source_of[uid], 0.0),
+            },
+            "normalised": norm[uid],
+            "recency": {
+                "boost": score - norm[uid],
+                "age_days": None
+                if date is None
+                else round(max(when - date, 0.0) / SECONDS_PER_DAY, 2),
+                "max_boost": cfg.boost,
+                "decay_days": cfg.decay_days,
+            },
+        }
+        h.explain = {**h.explain, **explain}
+        h.score = score
+        out.append(h)
+    return out
+
+
+def run_sync(main: Callable[[], Awaitable[T]]) -> T:
+    """Run ``main()`` on a fresh event loop and return at once when it returns.
+
+    Unlike :func:`asyncio.run`, tasks still pending (a source that ignores cancellation) and
+    worker threads (a source blocked in a thread) do not hold the answer back: they get
+    :data:`_ABANDON_GRACE_S` and are then abandoned with the loop.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(asyncio.wait(pending, timeout=_ABANDON_GRACE_S))
+        loop.close()

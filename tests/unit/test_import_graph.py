@@ -26,7 +26,7 @@ CORE = ("ingest", "index", "embed", "retrieve", "assemble")
 """The pipeline's lower layers: they never import the service, entry points, eval or bench."""
 FOUNDATION = ("types", "errors", "paths", "telemetry", "logs", "_version")
 """Modules at the bottom, below even the core."""
-ABOVE_CORE = ("service", "api", "cli", "bench", "eval", "integrations")
+ABOVE_CORE = ("service", "api", "cli", "bench", "eval", "integrations", "sources")
 """What the core must not import (nor the ``ragloom`` package's own face, which re-exports
 the API)."""
 LAYER_RULES: dict[str, tuple[str, ...]] = {
@@ -38,6 +38,7 @@ LAYER_RULES: dict[str, tuple[str, ...]] = {
     "integrations": ("cli", "bench", "eval"),
     "settings": ("cli", "server", "bench", "eval"),
     "server": ("cli", "bench", "eval"),
+    "sources": ("cli", "bench", "server"),
 }
 """Importer (a sub-package or module under ragloom) -> what it must not import; ``""`` stands
 for the ``ragloom`` package itself (its ``__init__``)."""

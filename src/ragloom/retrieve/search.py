@@ -38,9 +38,8 @@ from opentelemetry import context as otel_context
 
 from ragloom.embed.document import embedding_key
 from ragloom.errors import ConfigError
-from ragloom.index.bm25 import TantivyBm25
-from ragloom.index.store import ChunkRow, Store
-from ragloom.index.vectors import HnswVectors
+from ragloom.index.backend import ReadStore, SparseIndex, VectorIndex
+from ragloom.index.store import ChunkRow
 from ragloom.ingest.chunker import head_id, is_part
 from ragloom.retrieve.config import (
     Dense,
@@ -289,9 +288,9 @@ class Retriever:
 
     def __init__(
         self,
-        store: Store,
-        bm25: TantivyBm25 | None,
-        vectors: HnswVectors | None,
+        store: ReadStore,
+        bm25: SparseIndex | None,
+        vectors: VectorIndex | None,
         embedder: Callable[[], Embedder] | None,
         *,
         rrf: RrfConfig | None = None,

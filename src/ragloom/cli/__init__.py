@@ -5,7 +5,8 @@
 - :mod:`ragloom.cli.query`: ``search``, ``context``;
 - :mod:`ragloom.cli.eval`: ``eval``, ``eval-data``;
 - :mod:`ragloom.cli.bench`: ``bench``, ``bench-scale``;
-- :mod:`ragloom.cli.config`: ``config show``.
+- :mod:`ragloom.cli.config`: ``config show``;
+- :mod:`ragloom.cli.serve`: ``serve http``, ``serve mcp``.
 
 The commands import the layers below; nothing imports the CLI back.
 """
@@ -18,6 +19,7 @@ from ragloom.cli.config import config_group
 from ragloom.cli.eval import eval_cmd, eval_data_cmd
 from ragloom.cli.index import index_cmd, status_cmd
 from ragloom.cli.query import context_cmd, search_cmd
+from ragloom.cli.serve import serve_cmd
 
 __all__ = ["INTERNAL_ERROR_EXIT", "cli", "main"]
 
@@ -32,6 +34,7 @@ for _command in (
     eval_data_cmd,
     bench_scale_cmd,
     config_group,
+    serve_cmd,
 ):
     cli.add_command(_command)
 

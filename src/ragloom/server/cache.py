@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -100,30 +101,57 @@ class CacheStats:
         return self.hits / total if total else 0.0
 
 
+class _CountingTTL(TTLCache[Hashable, V]):
+    """TTLCache reporting what leaves it: ``popitem`` is how cachetools evicts by size,
+    ``expire`` how it drops entries past their TTL (called inside most operations)."""
+
+    def __init__(
+        self, maxsize: int, ttl: float, timer: Callable[[], float], gone: Callable[[int], None]
+    ):
+        super().__init__(maxsize=maxsize, ttl=ttl, timer=timer)
+        self._gone = gone
+
+    def popitem(self) -> tuple[Hashable, V]:
+        item = super().popitem()
+        self._gone(1)
+        return item
+
+    def expire(self, time: float | None = None) -> list[tuple[Hashable, V]]:
+        expired = list(super().expire(time))
+        if expired:
+            self._gone(len(expired))
+        return expired
+
+
+class _CountingLRU(LRUCache[Hashable, V]):
+    """LRUCache reporting its size evictions."""
+
+    def __init__(self, maxsize: int, gone: Callable[[int], None]) -> None:
+        super().__init__(maxsize=maxsize)
+        self._gone = gone
+
+    def popitem(self) -> tuple[Hashable, V]:
+        item = super().popitem()
+        self._gone(1)
+        return item
+
+
 class _Counted(Generic[V]):
     """A cachetools cache behind a lock, counting hits, misses and evictions."""
 
-    def __init__(self, cache: LRUCache[Hashable, V] | TTLCache[Hashable, V], enabled: bool) -> None:
-        self._cache = cache
+    def __init__(self, enabled: bool) -> None:
         self._lock = threading.Lock()
         self.enabled = enabled
         self.stats = CacheStats()
+        self._cache: LRUCache[Hashable, V] | TTLCache[Hashable, V] = LRUCache(maxsize=1)
 
-    def _evicted(self, before: int) -> None:
-        # cachetools evicts inside __setitem__ (size) and expires inside most calls (TTL): the
-        # difference in length tells how many entries left besides the one stored.
-        gone = before - len(self._cache)
-        if gone > 0:
-            self.stats.evictions += gone
+    def _evicted(self, n: int) -> None:
+        self.stats.evictions += n  # called by the cache, inside our lock
 
     def get(self, key: Hashable) -> V | None:
         if not self.enabled:
             return None
         with self._lock:
-            before = len(self._cache)
-            if isinstance(self._cache, TTLCache):
-                self._cache.expire()
-                self._evicted(before)
             value = self._cache.get(key)
             if value is None:
                 self.stats.misses += 1
@@ -135,11 +163,8 @@ class _Counted(Generic[V]):
         if not self.enabled:
             return
         with self._lock:
-            present = key in self._cache
-            before = len(self._cache) + (0 if present else 1)
             self._cache[key] = value
             self.stats.stores += 1
-            self._evicted(before)
 
     def count_coalesced(self) -> None:
         with self._lock:
@@ -151,7 +176,12 @@ class _Counted(Generic[V]):
 
     def __len__(self) -> int:
         with self._lock:
+            self._expire()
             return len(self._cache)
+
+    def _expire(self) -> None:
+        if isinstance(self._cache, TTLCache):
+            self._cache.expire()
 
     @property
     def maxsize(self) -> float:
@@ -160,6 +190,7 @@ class _Counted(Generic[V]):
     def to_dict(self) -> dict[str, Any]:
         """``status`` form: enabled, size, max size, hits, misses, evictions, hit rate."""
         with self._lock:
+            self._expire()
             size = len(self._cache)
             st = self.stats
             return {
@@ -177,8 +208,16 @@ class _Counted(Generic[V]):
 class ResultCache(_Counted[dict[str, Any]]):
     """Query results by :func:`result_key`, for ``ttl_s`` seconds, at most ``max_entries``."""
 
-    def __init__(self, *, ttl_s: float = 300.0, max_entries: int = 1000, enabled: bool = True):
-        super().__init__(TTLCache(maxsize=max(1, max_entries), ttl=ttl_s), enabled)
+    def __init__(
+        self,
+        *,
+        ttl_s: float = 300.0,
+        max_entries: int = 1000,
+        enabled: bool = True,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(enabled)
+        self._cache = _CountingTTL(max(1, max_entries), ttl_s, timer, self._evicted)
         self.ttl_s = ttl_s
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,7 +228,8 @@ class EmbeddingCache(_Counted[np.ndarray]):
     """Query embeddings by (model id, exact text); least recently used out first."""
 
     def __init__(self, *, max_entries: int = 1000, enabled: bool = True) -> None:
-        super().__init__(LRUCache(maxsize=max(1, max_entries)), enabled)
+        super().__init__(enabled)
+        self._cache = _CountingLRU(max(1, max_entries), self._evicted)
 
     def lookup(self, model_id: str, text: str) -> np.ndarray | None:
         """A copy of the cached vector (callers may not mutate the shared one)."""

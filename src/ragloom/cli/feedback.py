@@ -1,0 +1,107 @@
+"""``ragloom feedback``: rate the chunks of an answer, record which were used, read the stats.
+
+Feedback names the ``query_id`` of an answer (every answer of ``ragloom serve`` carries one,
+and ``ragloom search --json`` / ``ragloom context --json`` log theirs too); it is kept in the
+index folder's ``feedback.sqlite`` (:mod:`ragloom.server.feedback`), which a rebuild keeps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ragloom.cli.app import echo_json, handle_errors, open_for_read
+from ragloom.errors import IndexNotFoundError
+from ragloom.retrieve.reader import DB_NAME
+from ragloom.server.feedback import RATINGS, FeedbackStore
+
+__all__ = ["feedback_group"]
+
+_INDEX_DIR = click.option(
+    "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
+)
+
+
+def _store(index_dir: Path | None) -> FeedbackStore:
+    idx = open_for_read(str(index_dir) if index_dir else None)
+    if not (idx.index_dir / DB_NAME).exists():
+        raise IndexNotFoundError(
+            f"no index at {idx.index_dir}; create one with `ragloom index {idx.root}`"
+        )
+    return FeedbackStore(idx.index_dir)
+
+
+@click.group("feedback")
+def feedback_group() -> None:
+    """Relevance feedback on answers: add ratings, record used chunks, show statistics."""
+
+
+@feedback_group.command("add")
+@click.argument("query_id")
+@click.argument("chunk_id")
+@click.option(
+    "--rating", required=True, type=click.Choice(list(RATINGS)), help="How useful the chunk was."
+)
+@click.option("--comment", default=None, help="Free text kept with the rating.")
+@_INDEX_DIR
+@click.option("--json", "as_json", is_flag=True, help="Print the stored record as JSON.")
+@handle_errors
+def feedback_add_cmd(
+    query_id: str,
+    chunk_id: str,
+    rating: str,
+    comment: str | None,
+    index_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Rate CHUNK_ID in the answer QUERY_ID."""
+    store = _store(index_dir)
+    try:
+        record = store.record_feedback(query_id, chunk_id, rating, comment)
+    finally:
+        store.close()
+    if as_json:
+        echo_json(record)
+        return
+    where = "" if record["in_results"] else " (not among the answer's hits)"
+    click.echo(f"recorded {rating} for {chunk_id} in {query_id}{where}")
+
+
+@feedback_group.command("used")
+@click.argument("query_id")
+@click.argument("chunk_ids", nargs=-1, required=True)
+@_INDEX_DIR
+@handle_errors
+def feedback_used_cmd(query_id: str, chunk_ids: tuple[str, ...], index_dir: Path | None) -> None:
+    """Record that CHUNK_IDS of the answer QUERY_ID were used."""
+    store = _store(index_dir)
+    try:
+        out = store.track_context_usage(query_id, list(chunk_ids))
+    finally:
+        store.close()
+    click.echo(f"{len(out['used_chunk_ids'])} chunks recorded as used for {query_id}")
+
+
+@feedback_group.command("stats")
+@click.argument("query_id")
+@_INDEX_DIR
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@handle_errors
+def feedback_stats_cmd(query_id: str, index_dir: Path | None, as_json: bool) -> None:
+    """Statistics of the feedback on the answer QUERY_ID."""
+    store = _store(index_dir)
+    try:
+        stats = store.stats(query_id)
+    finally:
+        store.close()
+    if as_json:
+        echo_json(stats)
+        return
+    avg = "-" if stats["avg_rating"] is None else f"{stats['avg_rating']:.2f}"
+    click.echo(
+        f"{query_id}: {stats['total']} ratings, {stats['helpful_count']} helpful, "
+        f"{stats['partially_helpful_count']} partially helpful, "
+        f"{stats['not_helpful_count']} not helpful, average {avg}; "
+        f"{len(stats['used_chunk_ids'])} chunks used"
+    )

@@ -6,7 +6,8 @@
 - :mod:`ragloom.cli.eval`: ``eval``, ``eval-data``;
 - :mod:`ragloom.cli.bench`: ``bench``, ``bench-scale``;
 - :mod:`ragloom.cli.config`: ``config show``;
-- :mod:`ragloom.cli.serve`: ``serve http``, ``serve mcp``.
+- :mod:`ragloom.cli.serve`: ``serve http``, ``serve mcp``;
+- :mod:`ragloom.cli.feedback`: ``feedback add``, ``feedback used``, ``feedback stats``.
 
 The commands import the layers below; nothing imports the CLI back.
 """
@@ -17,6 +18,7 @@ from ragloom.cli.app import INTERNAL_ERROR_EXIT, cli
 from ragloom.cli.bench import bench_cmd, bench_scale_cmd
 from ragloom.cli.config import config_group
 from ragloom.cli.eval import eval_cmd, eval_data_cmd
+from ragloom.cli.feedback import feedback_group
 from ragloom.cli.index import index_cmd, status_cmd
 from ragloom.cli.query import context_cmd, search_cmd
 from ragloom.cli.serve import serve_cmd
@@ -35,6 +37,7 @@ for _command in (
     bench_scale_cmd,
     config_group,
     serve_cmd,
+    feedback_group,
 ):
     cli.add_command(_command)
 

@@ -7,7 +7,7 @@ DEMO_PATH ?= .
 DEMO_QUERY ?= $(shell cat scripts/demo-query.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint unit fuzz bench eval eval-data clean model
+.PHONY: demo test lint unit fuzz apifuzz bench eval eval-data clean model
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ test: lint unit
 FUZZ_EXAMPLES ?= 10000
 fuzz: $(STAMP)
 	$(PY) scripts/fuzz_campaign.py --examples $(FUZZ_EXAMPLES) --out docs/fuzzing.md
+
+# schemathesis against the real `ragloom serve http` and its OpenAPI schema (a bounded number of
+# cases per operation and phase); the counts and any failure are written to docs/http-api.md.
+APIFUZZ_EXAMPLES ?= 200
+apifuzz: $(STAMP)
+	$(PY) -m pip install -q -e '.[apifuzz]'
+	$(PY) scripts/apifuzz.py --examples $(APIFUZZ_EXAMPLES) --out docs/http-api.md
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'

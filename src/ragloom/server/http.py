@@ -989,7 +989,19 @@ def create_app(engine: "ServingEngine") -> FastAPI:
                 "description": "Prometheus text exposition format.",
                 "content": {"text/plain": {"schema": {"type": "string"}}},
             },
-            401: _ERRORS[401],
+            # the route's class is PlainTextResponse: spell out that refusals are JSON
+            401: {
+                "description": _ERRORS[401]["description"],
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
+                },
+            },
+            500: {
+                "description": _ERRORS[500]["description"],
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
+                },
+            },
         },
         summary="Prometheus metrics",
         operation_id="metrics",

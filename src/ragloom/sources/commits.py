@@ -87,7 +87,7 @@ def _numstat(git_dir: Path, revs: Sequence[str]) -> dict[str, dict[str, tuple[st
     for record in out.split("\x1e"):
         if not record.strip("\x00\n"):
             continue
-        sha, _, rest = record.partition("\n")
+        sha, _, rest = record.partition("\x00")  # -z: "<sha>\0\n<add>\t<del>\t<path>\0..."
         per: dict[str, tuple[str, str]] = {}
         for entry in rest.split("\x00"):
             parts = entry.strip("\n").split("\t")

@@ -80,11 +80,14 @@ class SourceSet:
         return cls(root, index_dir, list(load_config(index_dir.resolve())))
 
     # -- indexing -----------------------------------------------------------------------
-    def sync(self) -> list[SyncReport]:
-        """Sync every source (the code source indexes first) and save the configuration."""
+    def sync(self, *, skip: Sequence[str] = ()) -> list[SyncReport]:
+        """Sync every source but those in ``skip`` (the code source first) and save the
+        configuration (skipped sources included: the CLI indexes the code itself)."""
         reports: list[SyncReport] = []
         order = sorted(self.sources, key=lambda n: n != "code")
         for name in order:
+            if name in skip:
+                continue
             src = self.sources[name]
             t0 = time.perf_counter()
             rep = src.sync()

@@ -1,0 +1,313 @@
+"""``--sources`` for ``ragloom index``, ``search``, ``context`` and ``status`` (docs/sources.md).
+
+Without ``--sources`` every command behaves and prints exactly as before. With it:
+
+* ``index PATH --sources code,docs,commits [--github OWNER/NAME] [--issues-json F]
+  [--prs-json F]`` indexes the code as before, then syncs each other source; ``--json`` adds
+  ``sources`` (one sync report per source) to the statistics.
+* ``search``/``context --sources code,docs,commits,...`` query the sources in parallel with
+  per-source and total timeouts and fuse them. ``search --json`` then prints an object
+  ``{"hits": [...], "sources": [...], "notes": [...], "timings_ms": {...}}`` (a list cannot carry
+  the per-source status): code hits have the usual fields, every hit has ``source``.
+  ``context --json`` adds ``sources`` to the usual object.
+* ``status`` shows each synced source's freshness (``sources`` in ``--json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from ragloom.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ragloom.sources.base import SourceHit
+
+__all__ = [
+    "index_source_options",
+    "query_source_options",
+    "run_context",
+    "run_index_sources",
+    "run_search",
+    "status_sources",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _date(value: str | None, name: str) -> float | None:
+    if not value:
+        return None
+    try:
+        d = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be an ISO date (2024-05-01), got {value!r}") from exc
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=UTC)
+    return d.timestamp()
+
+
+def query_source_options(fn: F) -> F:
+    """The ``--sources`` options of ``search`` and ``context``."""
+    opts = [
+        click.option(
+            "--sources",
+            "sources",
+            default=None,
+            help="Query these sources in parallel and fuse them: code, docs, commits, issues, "
+            "prs or an installed plug-in (comma-separated). Default: the code index alone.",
+        ),
+        click.option(
+            "--source-timeout-ms",
+            type=float,
+            default=None,
+            help="Per-source timeout [2000].",
+        ),
+        click.option(
+            "--total-timeout-ms", type=float, default=None, help="Timeout of all sources [5000]."
+        ),
+        click.option(
+            "--strict-sources", is_flag=True, help="Fail when a source times out or fails."
+        ),
+        click.option("--since", default=None, help="Only items dated on or after (ISO date)."),
+        click.option("--until", default=None, help="Only items dated on or before (ISO date)."),
+        click.option("--author", multiple=True, help="Only items by this author (repeatable)."),
+        click.option(
+            "--path",
+            "path_globs",
+            multiple=True,
+            help="Only items naming a file matching this glob (repeatable).",
+        ),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def index_source_options(fn: F) -> F:
+    """The ``--sources`` options of ``index``."""
+    opts = [
+        click.option(
+            "--sources",
+            "sources",
+            default=None,
+            help="Also sync these sources (comma-separated: code, docs, commits, issues, prs).",
+        ),
+        click.option("--github", default=None, help="OWNER/NAME for the issues and prs sources."),
+        click.option(
+            "--issues-json",
+            type=click.Path(path_type=Path, exists=True, dir_okay=False),
+            default=None,
+            help="Issues from `gh issue list --json ...` output (offline).",
+        ),
+        click.option(
+            "--prs-json",
+            type=click.Path(path_type=Path, exists=True, dir_okay=False),
+            default=None,
+            help="Pull requests from `gh pr list --json ...,files` output (offline).",
+        ),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _source_set(
+    idx: Any, names: list[str], options: dict[str, dict[str, Any]] | None = None
+) -> Any:
+    from ragloom.sources.multi import SourceSet
+
+    return SourceSet(idx.root, idx.index_dir, names, options=options)
+
+
+def _search(
+    idx: Any, query: str, top_k: int, strategy: str, explain: bool, args: dict[str, Any]
+) -> Any:
+    from ragloom.sources.base import SourceFilter
+    from ragloom.sources.orchestrate import DEFAULT_PER_SOURCE_MS, DEFAULT_TOTAL_MS
+    from ragloom.sources.registry import parse_source_list
+
+    names = parse_source_list(str(args["sources"]))
+    options = {"code": {"strategy": strategy, "explain": explain}}
+    ss = _source_set(idx, names, options)
+    flt = SourceFilter(
+        paths=tuple(args.get("path_globs") or ()),
+        since=_date(args.get("since"), "--since"),
+        until=_date(args.get("until"), "--until"),
+        authors=tuple(args.get("author") or ()),
+    )
+    try:
+        result = ss.search(
+            query,
+            top_k=top_k,
+            filter=flt,
+            per_source_ms=args.get("source_timeout_ms") or DEFAULT_PER_SOURCE_MS,
+            total_ms=args.get("total_timeout_ms") or DEFAULT_TOTAL_MS,
+            strict=bool(args.get("strict_sources")),
+        )
+    finally:
+        ss.close()
+    return result
+
+
+def _status_line(result: Any) -> str:
+    return "sources: " + ", ".join(
+        f"{s.source} {s.status} {s.count} ({s.latency_ms:.0f} ms)" for s in result.statuses
+    )
+
+
+def hit_json(
+    h: SourceHit, explain: bool, code_json: Callable[[Any, bool], dict[str, object]]
+) -> dict[str, object]:
+    """A fused hit as JSON: a code hit as ``ragloom search`` prints it plus ``source``; any
+    other hit with its title, date, URL, author, attribution and paths."""
+    if h.source == "code" and h.payload is not None:
+        code = {**code_json(h.payload, explain), "source": "code", "score": h.score}
+        if explain:
+            old = code.get("explain")
+            code["explain"] = {**(old if isinstance(old, dict) else {}), "sources": h.explain}
+        return code
+    out = h.to_dict()
+    if not explain:
+        out.pop("text", None)
+    else:
+        out["explain"] = h.explain
+    return out
+
+
+def run_search(
+    idx: Any,
+    query: str,
+    top_k: int,
+    strategy: str,
+    explain: bool,
+    as_json: bool,
+    args: dict[str, Any],
+    code_json: Callable[[Any, bool], dict[str, object]],
+) -> None:
+    """``ragloom search --sources``."""
+    from ragloom.cli.app import echo_json
+    from ragloom.sources.context import item_label
+
+    result = _search(idx, query, top_k, strategy, explain, args)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if as_json:
+        echo_json(
+            {
+                "hits": [hit_json(h, explain, code_json) for h in result.hits],
+                "sources": result.sources_json(),
+                "notes": result.notes,
+                "timings_ms": result.timings_ms,
+            }
+        )
+        return
+    click.echo(_status_line(result), err=True)
+    if not result.hits:
+        click.echo("no results")
+        return
+    for i, h in enumerate(result.hits, 1):
+        if h.source == "code" and h.payload is not None:
+            p = h.payload
+            where = f"{p.path}:{p.start_line}-{p.end_line}  {p.kind} {p.symbol}"
+        else:
+            when = datetime.fromtimestamp(h.date, UTC).strftime("%Y-%m-%d") if h.date else "no date"
+            files = f"  files: {', '.join(h.paths[:5])}" if h.paths and h.source != "docs" else ""
+            where = f"{item_label(h)}  {h.title}  ({when}){files}"
+            if h.url:
+                where += f"  {h.url}"
+        click.echo(f"{i:>2}. [{h.source}] {where}  score={h.score:.4f}")
+        if explain:
+            rrf = h.explain.get("rrf", {})
+            rec = h.explain.get("recency", {})
+            click.echo(f"      rrf: {rrf}")
+            click.echo(f"      normalised: {h.explain.get('normalised')}  recency: {rec}")
+
+
+def run_context(
+    idx: Any,
+    query: str,
+    top_k: int,
+    budget: int,
+    fmt: str,
+    counter: str,
+    strategy: str,
+    scores: bool,
+    as_json: bool,
+    args: dict[str, Any],
+) -> None:
+    """``ragloom context --sources``."""
+    from ragloom.cli.app import echo_json
+    from ragloom.sources.context import assemble_sources
+
+    result = _search(idx, query, top_k, strategy, False, args)
+    ctx = assemble_sources(
+        idx,
+        query,
+        result.hits,
+        budget=budget,
+        format=fmt,  # type: ignore[arg-type]
+        counter=counter,
+        include_scores=scores,
+    )
+    if as_json:
+        echo_json({**ctx.to_dict(), "sources": result.sources_json(), "notes": result.notes})
+        return
+    click.echo(ctx.text)
+    st = ctx.stats
+    click.echo(
+        f"{len(ctx.parts)} parts, {st.tokens_total}/{st.budget['available']} tokens",
+        err=True,
+    )
+    click.echo(_status_line(result), err=True)
+
+
+def run_index_sources(
+    idx: Any,
+    sources: str,
+    github: str | None,
+    issues_json: Path | None,
+    prs_json: Path | None,
+) -> list[dict[str, object]]:
+    """Sync the non-code sources named (the code index was just built); returns the reports."""
+    from ragloom.sources.registry import parse_source_list
+
+    names = parse_source_list(sources)
+    options: dict[str, dict[str, Any]] = {}
+    if github:
+        options.setdefault("issues", {})["github"] = github
+        options.setdefault("prs", {})["github"] = github
+        if "issues" not in names and "prs" not in names:
+            names.append("issues")
+    if issues_json is not None:
+        options.setdefault("issues", {})["issues_json"] = str(issues_json.resolve())
+        if "issues" not in names:
+            names.append("issues")
+    if prs_json is not None:
+        options.setdefault("prs", {})["prs_json"] = str(prs_json.resolve())
+        if "prs" not in names:
+            names.append("prs")
+    ss = _source_set(idx, names, options)
+    try:
+        reports = ss.sync(skip=("code",))
+    finally:
+        ss.close()
+    return [r.to_dict() for r in reports]
+
+
+def status_sources(idx: Any) -> list[dict[str, object]] | None:
+    """Freshness of the sources the last ``index --sources`` synced (None when none were)."""
+    from ragloom.sources.multi import SourceSet
+    from ragloom.sources.registry import load_config
+
+    if not load_config(idx.index_dir):
+        return None
+    ss = SourceSet.configured(idx.root, idx.index_dir)
+    try:
+        return list(ss.freshness())
+    finally:
+        ss.close()

@@ -15,6 +15,7 @@ import click
 from click.core import ParameterSource
 
 from ragloom.cli.app import echo_json, handle_errors, open_for_read
+from ragloom.cli.sources import query_source_options, run_context, run_search
 from ragloom.ingest.chunker import part_label
 
 __all__ = ["context_cmd", "search_cmd"]
@@ -71,15 +72,25 @@ def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
 )
 @click.option("--explain", is_flag=True, help="Show each modality's rank and score, and boosts.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list.")
+@query_source_options
 @handle_errors
 def search_cmd(
-    query: str, index_dir: Path | None, top_k: int, strategy: str, explain: bool, as_json: bool
+    query: str,
+    index_dir: Path | None,
+    top_k: int,
+    strategy: str,
+    explain: bool,
+    as_json: bool,
+    **source_args: Any,
 ) -> None:
     """Search the index for QUERY."""
     idx = open_for_read(str(index_dir) if index_dir else None)
     given = _configured(idx.root, {"top_k": "ranking.top_k", "strategy": "ranking.strategy"})
     top_k = given.get("top_k", top_k)
     strategy = given.get("strategy", strategy)
+    if source_args.get("sources"):  # several sources (ragloom.cli.sources)
+        run_search(idx, query, top_k, strategy, explain, as_json, source_args, _hit_json)
+        return
     result = idx.search(query, top_k=top_k, strategy=strategy, explain=explain)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
@@ -149,6 +160,7 @@ def search_cmd(
 )
 @click.option("--scores", is_flag=True, help="Include scores in the rendered context.")
 @click.option("--json", "as_json", is_flag=True, help="Print parts, stats and text as JSON.")
+@query_source_options
 @handle_errors
 def context_cmd(
     query: str,
@@ -160,6 +172,7 @@ def context_cmd(
     strategy: str,
     scores: bool,
     as_json: bool,
+    **source_args: Any,
 ) -> None:
     """Assemble a deduplicated, stitched, token-budgeted context for QUERY."""
     idx = open_for_read(str(index_dir) if index_dir else None)
@@ -178,6 +191,10 @@ def context_cmd(
     fmt = given.get("fmt", fmt)
     counter = given.get("counter", counter)
     strategy = given.get("strategy", strategy)
+    if source_args.get("sources"):  # several sources (ragloom.cli.sources)
+        args = (query, top_k, budget, fmt, counter, strategy, scores, as_json, source_args)
+        run_context(idx, *args)
+        return
     ctx = idx.get_context(
         query,
         top_k=top_k,

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ragloom.cli.app import echo_json, handle_errors, open_for_read, progress_bars
+from ragloom.cli.sources import index_source_options, run_index_sources, status_sources
 
 __all__ = ["index_cmd", "status_cmd"]
 
@@ -28,6 +29,7 @@ __all__ = ["index_cmd", "status_cmd"]
 @click.option("--max-file-bytes", type=int, default=None, help="Skip files above this size.")
 @click.option("--json", "as_json", is_flag=True, help="Print statistics as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
+@index_source_options
 @handle_errors
 def index_cmd(
     path: Path,
@@ -38,6 +40,10 @@ def index_cmd(
     max_file_bytes: int | None,
     as_json: bool,
     no_progress: bool,
+    sources: str | None,
+    github: str | None,
+    issues_json: Path | None,
+    prs_json: Path | None,
 ) -> None:
     """Index PATH (build, or update only what changed)."""
     import ragloom
@@ -56,8 +62,11 @@ def index_cmd(
             max_file_bytes=max_file_bytes or DEFAULT_MAX_FILE_BYTES,
             progress=progress,
         )
+    reports: list[dict[str, object]] | None = None
+    if sources or github or issues_json or prs_json:  # other sources (ragloom.cli.sources)
+        reports = run_index_sources(idx, sources or "code", github, issues_json, prs_json)
     if as_json:
-        echo_json(stats.to_dict())
+        echo_json({**stats.to_dict(), **({"sources": reports} if reports is not None else {})})
         return
     skipped = sum(stats.files_skipped.values())
     click.echo(
@@ -68,6 +77,12 @@ def index_cmd(
     )
     if stats.embeddings_pending:
         click.echo(f"{stats.embeddings_pending} chunks still have no vector", err=True)
+    for rep in reports or []:
+        err = f" ({rep['error']})" if rep["error"] else ""
+        click.echo(
+            f"source {rep['source']}: {rep['status']}{err}, +{rep['added']} -{rep['removed']}, "
+            f"{rep['total']} items"
+        )
 
 
 @click.command("status")
@@ -83,8 +98,9 @@ def status_cmd(index_dir: Path | None, no_freshness: bool, as_json: bool) -> Non
     """Show counts, model, BM25 and vector readiness, and freshness."""
     idx = open_for_read(str(index_dir) if index_dir else None)
     st = idx.status(freshness=not no_freshness)
+    fresh = status_sources(idx)  # None unless `index --sources` synced some
     if as_json:
-        echo_json(st.to_dict())
+        echo_json({**st.to_dict(), **({"sources": fresh} if fresh is not None else {})})
         return
     click.echo(f"index     {st.index_dir} (root {st.root})")
     click.echo(f"files     {st.files}   chunks {st.chunks}   disk {st.disk_bytes / 1e6:.1f} MB")
@@ -103,3 +119,6 @@ def status_cmd(index_dir: Path | None, no_freshness: bool, as_json: bool) -> Non
     )
     if st.stale_files is not None:
         click.echo(f"stale     {st.stale_files} files differ from the index")
+    for info in fresh or []:
+        shown = "  ".join(f"{k} {v}" for k, v in info.items() if k != "source" and v is not None)
+        click.echo(f"source    {info['source']}: {shown}")

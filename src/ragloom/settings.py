@@ -597,12 +597,16 @@ class SettingsWatcher:
         return tuple(out)
 
     def start(self) -> SettingsWatcher:
-        """Start polling in a daemon thread (loads the settings first when no ``initial``)."""
+        """Start polling in a daemon thread. Without ``initial`` the settings are loaded first
+        (an invalid configuration raises ConfigError); with it they are checked once more, so
+        an edit made between the caller's load and this call is not missed."""
         if self._thread is not None:
             return self
         seen = self._signature()
         if self._current is None:
             self._current = self._load()
+        else:  # ``initial`` was loaded earlier: catch an edit made since
+            self.check_now()
         self._stop.clear()
         self._thread = threading.Thread(
             target=self._run, args=(seen,), name="ragloom-settings-watcher", daemon=True

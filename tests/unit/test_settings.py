@@ -521,6 +521,21 @@ def test_stop_ends_the_thread_and_later_changes_are_not_applied(tmp_path: Path) 
     assert rec.calls == []
 
 
+def test_an_edit_after_the_initial_load_is_not_missed(tmp_path: Path) -> None:
+    config = write(tmp_path / "ragloom.toml", "[ranking]\ntop_k = 1\n")
+    initial = load_settings(tmp_path, env={})
+    write(config, "[ranking]\ntop_k = 2\n")  # before the watcher starts
+    rec = Recorder()
+    w = SettingsWatcher(tmp_path, rec, interval_s=5.0, env={}, initial=initial)
+    with w:
+        assert rec.wait(1, timeout=1.0)  # at start, not after a 5 s poll
+        assert w.current is not None and w.current.settings.ranking.top_k == 2
+    unchanged = load_settings(tmp_path, env={})
+    rec2 = Recorder()
+    with SettingsWatcher(tmp_path, rec2, interval_s=5.0, env={}, initial=unchanged):
+        assert rec2.calls == []
+
+
 def test_watcher_refuses_a_bad_start(tmp_path: Path) -> None:
     write(tmp_path / "ragloom.toml", "[ranking]\ntop_k = -1\n")
     with pytest.raises(ConfigError, match=r"ragloom.toml: ranking.top_k"):

@@ -81,6 +81,17 @@ def test_cli_option_defaults_equal_the_settings_defaults() -> None:
     assert default(context_cmd, "strategy") == s.ranking.strategy
 
 
+def test_settings_alone_reads_no_environment_but_load_settings_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGLOOM_CACHE__TTL_S", "5")
+    assert Settings().cache.ttl_s == 300.0
+    assert Settings.model_validate({"ranking": {"top_k": 3}}).cache.ttl_s == 300.0
+    loaded = load_settings(tmp_path)  # env=None: the process environment
+    assert loaded.settings.cache.ttl_s == 5.0
+    assert loaded.sources["cache.ttl_s"] == "env:RAGLOOM_CACHE__TTL_S"
+
+
 def test_no_files_no_env_is_all_defaults(tmp_path: Path) -> None:
     loaded = load_settings(tmp_path, env={})
     assert loaded.settings == Settings()

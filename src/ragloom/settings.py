@@ -340,29 +340,40 @@ class _Layer:
                 self.put((section,), body)
 
 
-def _read_toml(path: Path, label: str) -> dict[str, Any] | None:
-    """The parsed file, None when absent; unreadable or malformed is a ConfigError."""
+def _read_toml(path: Path, label: str, *, shared: bool = False) -> dict[str, Any] | None:
+    """The parsed file, None when absent; unreadable or malformed is a ConfigError.
+
+    ``shared`` (pyproject.toml, which other tools own): a file that cannot be read or parsed
+    and does not mention ragloom at all cannot hold ragloom settings, so it is skipped (and
+    logged) instead of failing every ragloom command over someone else's file."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
     except IsADirectoryError as exc:
+        if shared:
+            return None
         raise ConfigError(f"{label}: is a directory, not a file") from exc
     except OSError as exc:
         raise ConfigError(f"{label}: cannot read: {exc.strerror or exc}") from exc
     try:
         return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{label}: invalid TOML: {' '.join(str(exc).split())}") from exc
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            message = f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        else:
+            message = f"{label}: invalid TOML: {' '.join(str(exc).split())}"
+        if shared and b"ragloom" not in data:
+            log.info("skipped %s", message, extra={"event": "config_file_skipped"})
+            return None
+        raise ConfigError(message) from exc
 
 
 def _file_layers(root: Path) -> tuple[list[_Layer], list[Path]]:
     layers: list[_Layer] = []
     files: list[Path] = []
     pyproject = root / PYPROJECT_FILE
-    doc = _read_toml(pyproject, PYPROJECT_FILE)
+    doc = _read_toml(pyproject, PYPROJECT_FILE, shared=True)
     if doc is not None:
         tool = doc.get("tool")
         table = tool.get("ragloom") if isinstance(tool, dict) else None

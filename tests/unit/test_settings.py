@@ -299,6 +299,13 @@ def test_malformed_files_and_non_table_sections(tmp_path: Path) -> None:
     assert config_error(tmp_path, env={}) == "ragloom.toml: is a directory, not a file"
 
 
+def test_a_broken_pyproject_without_ragloom_is_someone_elses_problem(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[project\nname = 'demo'\n")
+    assert load_settings(tmp_path, env={}).files == []
+    write(tmp_path / "pyproject.toml", "[tool.ragloom\nranking = 1\n")
+    assert config_error(tmp_path, env={}).startswith("pyproject.toml: invalid TOML: ")
+
+
 def test_several_errors_are_still_one_line(tmp_path: Path) -> None:
     write(tmp_path / "ragloom.toml", "[cache]\nttl_s = 0\nmax_entries = 0\n[ranking]\ntop_k = 0\n")
     message = config_error(tmp_path, env={})

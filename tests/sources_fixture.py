@@ -55,6 +55,7 @@ def make_repo(path: Path) -> Path:
     commit(
         path,
         {
+            ".gitignore": ".ragloom/\n",
             "pkg/http.py": 'def parse_header(line):\n    """Split one HTTP header line."""\n'
             '    return line.split(":", 1)\n',
             "docs/guide.md": "# Guide\n\nIntro.\n\n## Install\n\nUse pip to install the "

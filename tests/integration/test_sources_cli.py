@@ -1,0 +1,93 @@
+"""End to end through the command line: ``ragloom index PATH --sources code,docs,commits`` on a
+small git repository, then a question matching a commit message returns that commit with its
+changed files, ``--explain`` shows the recency boost, ``context`` renders the commit with its
+attribution, ``status`` shows each source's freshness, and without ``--sources`` the output is
+what it always was."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.sources_fixture import commit, git, make_repo, write_exports
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = make_repo(tmp_path_factory.mktemp("cli") / "repo")
+    issues, _ = write_exports(root.parent / "exports")
+    out = run_cli(
+        "index", str(root), "--model", "hashing", "--sources", "code,docs,commits",
+        "--issues-json", str(issues), "--json", check=True,
+    )  # fmt: skip
+    stats = json.loads(out.stdout)
+    assert stats["chunks_total"] > 0
+    by = {r["source"]: r for r in stats["sources"]}
+    assert set(by) == {"docs", "commits", "issues"}
+    assert by["commits"]["added"] == 3 and by["issues"]["total"] == 2
+    assert all(r["status"] == "ok" for r in by.values())
+    return root
+
+
+def test_a_commit_question_returns_the_commit_with_its_files(repo: Path) -> None:
+    out = run_cli(
+        "search", "retry failed uploads with exponential backoff", "--index-dir",
+        str(repo / ".ragloom"), "--sources", "code,docs,commits", "--json", "--explain",
+        check=True,
+    )  # fmt: skip
+    data = json.loads(out.stdout)
+    assert [s["source"] for s in data["sources"]] == ["code", "docs", "commits"]
+    assert all(s["status"] == "ok" and s["latency_ms"] >= 0 for s in data["sources"])
+    commits = [h for h in data["hits"] if h["source"] == "commits"]
+    assert commits, data["hits"]
+    top = commits[0]
+    assert top["title"] == "Retry failed uploads with exponential backoff"
+    assert top["paths"] == ["pkg/upload.py"]
+    assert top["attribution"]["commit"] == git(repo, "rev-parse", "HEAD~1")
+    assert top["explain"]["recency"]["max_boost"] == 0.1
+    assert top["explain"]["rrf"]["weight"] == 0.1
+    code = [h for h in data["hits"] if h["source"] == "code"]
+    assert code and {"path", "start_line", "symbol", "ranks"} <= set(code[0])
+    # the guide is a docs section now, not also a code hit
+    assert not any(h.get("path") == "docs/guide.md" for h in code)
+
+    text = run_cli(
+        "search", "retry failed uploads", "--index-dir", str(repo / ".ragloom"),
+        "--sources", "commits", "--explain", check=True,
+    )  # fmt: skip
+    assert "[commits] commit " in text.stdout and "recency: {'boost'" in text.stdout
+
+
+def test_context_attributes_non_code_items(repo: Path) -> None:
+    out = run_cli(
+        "context", "upload hangs on flaky networks", "--index-dir", str(repo / ".ragloom"),
+        "--sources", "code,issues,commits", "--json", "--budget", "1500", check=True,
+    )  # fmt: skip
+    data = json.loads(out.stdout)
+    assert data["stats"]["tokens_total"] <= 1500
+    issue = next(p for p in data["parts"] if p["source"] == "issues")
+    assert issue["file_path"] == "https://github.com/acme/widget/issues/12"
+    assert issue["text"].startswith("issue #12 https://github.com/acme/widget/issues/12")
+    assert 'source="issues" path="https://github.com/acme/widget/issues/12"' in data["text"]
+    assert [s["source"] for s in data["sources"]] == ["code", "issues", "commits"]
+
+
+def test_status_freshness_and_incremental_reindex(repo: Path) -> None:
+    new = commit(repo, {"pkg/cache.py": "CACHE = {}\n"}, "Cache parsed headers per session")
+    out = run_cli("index", str(repo), "--sources", "code,docs,commits", "--json", check=True)
+    by = {r["source"]: r for r in json.loads(out.stdout)["sources"]}
+    assert by["commits"]["added"] == 1 and by["docs"]["added"] == 0
+    st = json.loads(run_cli("status", "--index-dir", str(repo / ".ragloom"), "--json").stdout)
+    fresh = {s["source"]: s for s in st["sources"]}
+    assert fresh["commits"]["last_commit"] == new
+    assert fresh["issues"]["last_update"] == "2024-02-07T10:00:00Z"
+    assert fresh["docs"]["documents"] == 2
+
+
+def test_without_sources_nothing_changes(repo: Path) -> None:
+    out = run_cli("search", "parse header", "--index-dir", str(repo / ".ragloom"), "--json")
+    hits = json.loads(out.stdout)
+    assert isinstance(hits, list) and hits and "source" not in hits[0]

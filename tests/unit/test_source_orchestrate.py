@@ -1,0 +1,164 @@
+"""Parallel retrieval with timeouts and cross-source fusion: a hanging source, a source that
+ignores cancellation, one blocked in a thread, one raising, strict mode, disabled sources,
+weights and the recency boost."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import pytest
+
+from ragloom.errors import SearchError
+from ragloom.sources.base import (
+    RetrieveOptions,
+    SourceHit,
+    SourceQuery,
+    SourceSettings,
+    SyncReport,
+)
+from ragloom.sources.orchestrate import fuse_sources, retrieve_all, run_sync
+
+
+class Scripted:
+    """A source whose ``retrieve`` does what the test says (answer, hang, raise, block)."""
+
+    def __init__(self, name: str, behaviour: str = "ok", n: int = 3, delay: float = 0.0) -> None:
+        self.name = name
+        self.behaviour = behaviour
+        self.n = n
+        self.delay = delay
+        self.settings = SourceSettings()
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    def initialize(self, settings: SourceSettings) -> None:
+        self.settings = settings
+
+    async def retrieve(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
+        if self.behaviour == "hang":
+            await asyncio.Event().wait()
+        if self.behaviour == "stubborn":  # swallows its cancellation and goes on
+            for _ in range(100):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(0.05)
+        if self.behaviour == "thread":
+            await asyncio.to_thread(time.sleep, 1.5)
+        if self.behaviour == "raise":
+            raise RuntimeError("index is corrupt")
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        return [
+            SourceHit(self.name, f"{self.name}-{i}", f"t{i}", "text", 10.0 - i)
+            for i in range(min(self.n, options.top_k))
+        ]
+
+    async def health_check(self) -> bool:
+        return True
+
+    async def dispose(self) -> None:
+        return None
+
+    def sync(self) -> SyncReport:
+        return SyncReport(self.name)
+
+    def freshness(self) -> dict[str, object]:
+        return {"items": self.n}
+
+
+def _run(
+    sources: list[Scripted], **kw: float | bool
+) -> tuple[dict[str, list[SourceHit]], dict[str, str], float]:
+    t0 = time.perf_counter()
+    results, statuses = run_sync(
+        lambda: retrieve_all(sources, SourceQuery("q"), {}, **kw)  # type: ignore[arg-type]
+    )
+    return results, {s.source: s.status for s in statuses}, time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("behaviour", ["hang", "stubborn", "thread"])
+def test_a_hung_source_is_left_out_at_the_total_timeout(behaviour: str) -> None:
+    srcs = [Scripted("code"), Scripted("slow", behaviour), Scripted("docs", delay=0.02)]
+    results, status, took = _run(srcs, per_source_ms=2000, total_ms=300)
+    assert status == {"code": "ok", "slow": "timeout", "docs": "ok"}
+    assert set(results) == {"code", "docs"} and len(results["code"]) == 3
+    assert took < 1.2, f"answered in {took:.2f} s, the total timeout is 0.3 s"
+
+
+def test_the_per_source_timeout() -> None:
+    srcs = [Scripted("code"), Scripted("slow", delay=1.0)]
+    _, status, took = _run(srcs, per_source_ms=100, total_ms=5000)
+    assert status == {"code": "ok", "slow": "timeout"}
+    assert took < 0.8
+
+
+def test_a_raising_source_is_reported_not_fatal() -> None:
+    srcs = [Scripted("code"), Scripted("broken", "raise")]
+    results, statuses = run_sync(
+        lambda: retrieve_all(srcs, SourceQuery("q"), {})  # type: ignore[arg-type]
+    )
+    broken = next(s for s in statuses if s.source == "broken")
+    assert broken.status == "error" and "index is corrupt" in (broken.error or "")
+    assert broken.to_dict()["count"] == 0
+    assert list(results) == ["code"]
+
+
+def test_strict_mode_raises() -> None:
+    srcs = [Scripted("code"), Scripted("broken", "raise")]
+    with pytest.raises(SearchError, match="broken error"):
+        run_sync(lambda: retrieve_all(srcs, SourceQuery("q"), {}, strict=True))  # type: ignore[arg-type]
+
+
+def test_disabled_sources_are_reported() -> None:
+    off = Scripted("prs")
+    off.initialize(SourceSettings(enabled=False))
+    results, status, _ = _run([Scripted("code"), off])
+    assert status == {"code": "ok", "prs": "disabled"} and "prs" not in results
+
+
+def _hits(source: str, n: int, dates: list[float | None] | None = None) -> list[SourceHit]:
+    return [
+        SourceHit(source, f"{source}{i}", "t", "x", 1.0 / (i + 1), date=(dates or [None] * n)[i])
+        for i in range(n)
+    ]
+
+
+def test_weights_order_the_fused_list() -> None:
+    fused = fuse_sources(
+        {"code": _hits("code", 3), "commits": _hits("commits", 3)},
+        {"code": 1.0, "commits": 0.1},
+        now=0.0,
+    )
+    assert [h.id for h in fused] == ["code0", "code1", "code2", "commits0", "commits1", "commits2"]
+    assert fused[0].explain["rrf"] == {"score": 1 / 61, "rank": {"code": 1}, "weight": 1.0}
+    even = fuse_sources(
+        {"code": _hits("code", 2), "commits": _hits("commits", 2)},
+        {"code": 0.1, "commits": 1.0},
+        now=0.0,
+    )
+    assert [h.id for h in even][:2] == ["commits0", "commits1"]
+
+
+def test_recency_boost_lifts_recent_items_and_is_explained() -> None:
+    day = 86_400.0
+    now = 1_000 * day
+    fused = fuse_sources(
+        {
+            "issues": _hits("issues", 2, [now - 400 * day, now - 1 * day]),
+            "prs": _hits("prs", 2, [now - 400 * day, now - 400 * day]),
+        },
+        {"issues": 0.2, "prs": 0.2},
+        now=now,
+    )
+    by_id = {h.id: h for h in fused}
+    fresh = by_id["issues1"].explain["recency"]
+    assert isinstance(fresh, dict) and fresh["age_days"] == 1.0
+    assert 0.09 < float(fresh["boost"]) < 0.1
+    stale = by_id["prs1"].explain["recency"]
+    assert isinstance(stale, dict) and float(stale["boost"]) < 1e-5
+    # same RRF rank (2nd in its list, same weight): the recent one ranks above the stale one
+    ids = [h.id for h in fused]
+    assert ids.index("issues1") < ids.index("prs1")

@@ -1,0 +1,490 @@
+"""``ragloom serve mcp``: the warm index as an MCP server (official ``mcp`` SDK, 2.x).
+
+Agents plug tools in over the Model Context Protocol; this module gives them five tools over
+one :class:`~ragloom.server.engine.ServingEngine` that stays open (index, BM25 engine and
+embedding model loaded once) for the life of the process:
+
+``search_code``     ranked chunks (path, lines, symbol, score, chunk id) for a query
+``get_context``     the assembled, deduplicated, token-budgeted context for a query
+``index_status``    counts, freshness, generation, cache hit rates, running jobs
+``reindex``         incremental refresh; MCP progress notifications while it runs
+``record_feedback`` rate a chunk of an earlier answer (by its ``query_id``)
+
+The input limits (query length, ``top_k``, ``budget``) come from ``settings.server`` and are
+published in each tool's JSON schema, so a client sees them before it calls. Every ragloom
+error, and every argument the schema rejects, comes back as a tool result with ``isError``
+and one line of text; the server keeps answering.
+
+Transports: stdio (the default; stdout is the protocol channel, so nothing else may write
+there: the SDK points fd 1 at stderr while it serves and logs go to stderr) and streamable
+HTTP (``/mcp`` on 127.0.0.1 unless told otherwise).
+"""
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragloom.errors import RagError
+from ragloom.server.engine import ServingEngine
+
+__all__ = ["DEFAULT_MCP_PORT", "FORMATS", "RATINGS", "build_server", "run_mcp"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MCP_PORT = 8766
+"""Streamable-HTTP port when none is given (the HTTP API's default is 8765)."""
+FORMATS = ("xml", "markdown", "plain", "json")
+RATINGS = ("helpful", "not_helpful", "partially_helpful")
+_POLL_S = 0.1
+"""How often ``reindex`` looks at its job to forward progress."""
+_MAX_STRATEGY_CHARS = 200
+
+Format = Literal["xml", "markdown", "plain", "json"]
+Rating = Literal["helpful", "not_helpful", "partially_helpful"]
+
+INSTRUCTIONS = """\
+ragloom answers questions about one code repository from a warm hybrid (BM25 + dense) index.
+Use get_context when you want to read the relevant code: it returns ready-to-read source
+excerpts that fit a token budget. Use search_code when you only need to know where things
+are (paths, line ranges, symbols) or want to choose files yourself. Each answer carries a
+query_id; after using an answer, call record_feedback with that query_id and the chunk ids
+you found helpful or not. Call index_status to see whether the index is stale, and reindex
+after the repository's files changed (incremental, usually seconds)."""
+
+
+# --- structured outputs: the published outputSchema of each tool ------------------------
+
+
+class _Open(BaseModel):
+    """Extra keys the engine adds later flow through unchanged (only adding is allowed)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class SearchHit(_Open):
+    id: str = Field(description="Chunk id: pass it to record_feedback as chunk_id.")
+    path: str = Field(description="File path relative to the repository root.")
+    start_line: int = Field(description="First line of the chunk (1-based).")
+    end_line: int = Field(description="Last line of the chunk (inclusive).")
+    kind: str = Field(description="Chunk kind: function, class, method, module, doc, ...")
+    symbol: str | None = Field(default=None, description="Qualified symbol name, if any.")
+    language: str | None = None
+    score: float = Field(description="Fused relevance score (higher is better).")
+
+
+class SearchOutput(_Open):
+    query_id: str = Field(description="Id of this answer, for record_feedback.")
+    generation: int = Field(description="Index generation the answer was read from.")
+    latency_ms: float
+    cache_hit: bool
+    strategy: str
+    hits: list[SearchHit] = Field(description="Best first.")
+    notes: list[str] = Field(default_factory=list, description="Warnings about this answer.")
+
+
+class ContextPartOut(_Open):
+    chunk_id: str = Field(description="Chunk id of the part: pass it to record_feedback.")
+    path: str = Field(description="File path relative to the repository root.")
+    start_line: int = Field(description="First line shown (1-based).")
+    end_line: int = Field(description="Last line shown (inclusive).")
+    ranges: list[list[int]] = Field(description="[start_line, end_line] ranges shown.")
+    symbol: str | None = None
+    tokens: int = Field(description="Tokens this part uses.")
+
+
+class ContextOutput(_Open):
+    query_id: str = Field(description="Id of this answer, for record_feedback.")
+    generation: int = Field(description="Index generation the answer was read from.")
+    latency_ms: float
+    cache_hit: bool
+    format: str
+    context: str = Field(description="The rendered context text (also the first content block).")
+    tokens_used: int = Field(description="Tokens the context uses (by the configured counter).")
+    budget: int | None = Field(default=None, description="Token budget the context had to fit.")
+    parts: list[ContextPartOut] = Field(description="Parts in the order shown, without text.")
+
+
+# --- the server ------------------------------------------------------------------------------
+
+
+class _RagloomMCP(MCPServer[Any]):
+    """MCPServer whose tool errors are the one-line ragloom message.
+
+    The SDK reports a tool's failure as ``Error executing tool NAME: ...`` and hides the text
+    of any exception it did not expect (a :class:`~ragloom.errors.RagError` among them), and
+    a schema violation as pydantic's multi-line report. An agent acts on one clear line, so
+    the cause is looked up and re-raised as a :class:`ToolError` carrying just that line.
+    """
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            message = _one_line_cause(name, exc)
+            if message is None:
+                raise
+            raise ToolError(message) from exc
+
+
+def _one_line_cause(tool: str, exc: BaseException) -> str | None:
+    """The message to show for a failed call, or None to keep the SDK's."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, RagError):
+            return " ".join(str(seen).split())
+        if isinstance(seen, ValidationError):
+            return f"{tool}: invalid arguments: " + _validation_line(seen)
+        if isinstance(seen, _Failure):
+            return str(seen)
+        seen = seen.__cause__
+    return None
+
+
+def _validation_line(err: ValidationError) -> str:
+    """``top_k: Input should be less than or equal to 100; query: Field required``."""
+    items = []
+    for e in err.errors(include_url=False):
+        loc = ".".join(str(p) for p in e["loc"]) or "arguments"
+        items.append(f"{loc}: {e['msg']}")
+    return "; ".join(items)
+
+
+class _Failure(ToolError):
+    """A failure this module reports itself (a reindex job that failed, ...)."""
+
+
+def _text(obj: Any) -> TextContent:
+    return TextContent(type="text", text=json.dumps(obj, indent=1, default=str))
+
+
+def _search_text(result: Mapping[str, Any]) -> str:
+    """A compact ranked list an agent can read without parsing JSON."""
+    hits = result.get("hits", [])
+    head = (
+        f"query_id={result.get('query_id')} generation={result.get('generation')} "
+        f"hits={len(hits)} strategy={result.get('strategy')}"
+    )
+    lines = [head]
+    for i, h in enumerate(hits, 1):
+        label = h.get("part") or h.get("symbol") or ""
+        lines.append(
+            f"{i}. {h['path']}:{h['start_line']}-{h['end_line']} {h.get('kind', '')} "
+            f"{label} score={h['score']:.4f} id={h['id']}".replace("  ", " ")
+        )
+    for note in result.get("notes", []):
+        lines.append(f"note: {note}")
+    if not hits:
+        lines.append("no results")
+    return "\n".join(lines)
+
+
+def _context_output(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's context answer plus ``tokens_used``, with the parts' text dropped (it is
+    already in ``context``: sending it twice would double what an agent reads)."""
+    stats = result.get("stats") or {}
+    out = dict(result)
+    out["tokens_used"] = int(stats.get("tokens_total", 0))
+    if out.get("budget") is None:
+        out["budget"] = (stats.get("budget") or {}).get("total")
+    out["parts"] = [{k: v for k, v in p.items() if k != "text"} for p in result.get("parts", [])]
+    return out
+
+
+def build_server(engine: ServingEngine) -> MCPServer[Any]:
+    """An MCP server whose five tools answer from ``engine`` (which the caller keeps open).
+
+    The schemas' limits are read from ``engine.settings.server`` now; the engine checks the
+    then-current limits again on every call (a live settings reload can lower them).
+    """
+    limits = engine.settings.server
+    max_chars = int(limits.max_query_chars)
+    max_top_k = int(limits.max_top_k)
+    max_budget = int(limits.max_budget)
+
+    server = _RagloomMCP(
+        "ragloom",
+        title="ragloom code retrieval",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        log_level="WARNING",
+    )
+
+    # The limits are runtime values, so each parameter's Annotated[...] is written inline (a
+    # module-level alias could not carry them, and this module does not use postponed
+    # annotations: the SDK evaluates the signatures to build the schemas).
+    query_doc = (
+        "What you are looking for, in words or identifiers: a question "
+        "('where are retries configured'), a symbol name, an error message. "
+        f"1..{max_chars} characters."
+    )
+    top_k_doc = f"How many chunks to consider, 1..{max_top_k}; omit for the server default."
+    strategy_doc = (
+        "Retrieval strategy: hybrid (default: BM25 + dense, fused), hybrid-mmr "
+        "(more diverse), sparse (BM25 only: exact identifiers), dense (embeddings "
+        "only: paraphrases). Omit unless you have a reason."
+    )
+
+    @server.tool(
+        name="search_code",
+        title="Search code",
+        description=(
+            "Find where something is in the repository. Returns ranked chunks, best first: "
+            "path, start_line-end_line, kind, symbol, score and the chunk id, plus a query_id "
+            "for record_feedback. No source text is returned: use get_context to read code, "
+            "or this tool when you only need locations (to open files yourself, to list "
+            "candidates, to check whether a symbol exists). Fast (milliseconds on a warm "
+            f"index). Limits: query <= {max_chars} characters, top_k <= {max_top_k}."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    def search_code(
+        query: Annotated[str, Field(min_length=1, max_length=max_chars, description=query_doc)],
+        top_k: Annotated[int | None, Field(ge=1, le=max_top_k, description=top_k_doc)] = None,
+        strategy: Annotated[
+            str | None,
+            Field(min_length=1, max_length=_MAX_STRATEGY_CHARS, description=strategy_doc),
+        ] = None,
+    ) -> Annotated[CallToolResult, SearchOutput]:
+        result = engine.search(query, top_k=top_k, strategy=strategy)
+        return CallToolResult(
+            content=[TextContent(type="text", text=_search_text(result))],
+            structured_content=result,
+        )
+
+    @server.tool(
+        name="get_context",
+        title="Get code context",
+        description=(
+            "Read the code relevant to a question. Searches, then assembles the best chunks "
+            "into one deduplicated context of whole functions/classes with file paths and "
+            "line numbers, cut to fit a token budget. The first content block is the context "
+            "text, ready to read; the second a one-line summary (query_id, generation, tokens "
+            "used, parts). Prefer this to search_code when you need to see the code. Limits: "
+            f"query <= {max_chars} characters, top_k <= {max_top_k}, budget <= {max_budget} "
+            "tokens (default from the server's settings, usually 8000)."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    def get_context(
+        query: Annotated[str, Field(min_length=1, max_length=max_chars, description=query_doc)],
+        budget: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=max_budget,
+                description=(
+                    f"Token budget for the context, 1..{max_budget}; omit for the server default."
+                ),
+            ),
+        ] = None,
+        top_k: Annotated[int | None, Field(ge=1, le=max_top_k, description=top_k_doc)] = None,
+        format: Annotated[
+            Format | None,
+            Field(
+                description=(
+                    "How the context is rendered: xml (default; <file path=...> blocks), "
+                    "markdown (fenced code), plain (==> path:lines <== headers) or json."
+                )
+            ),
+        ] = None,
+        strategy: Annotated[
+            str | None,
+            Field(min_length=1, max_length=_MAX_STRATEGY_CHARS, description=strategy_doc),
+        ] = None,
+    ) -> Annotated[CallToolResult, ContextOutput]:
+        result = _context_output(
+            engine.context(query, top_k=top_k, budget=budget, strategy=strategy, format=format)
+        )
+        summary = (
+            f"query_id={result.get('query_id')} generation={result.get('generation')} "
+            f"tokens={result['tokens_used']}/{result['budget']} parts={len(result['parts'])} "
+            f"cache_hit={str(result.get('cache_hit')).lower()}"
+        )
+        return CallToolResult(
+            content=[
+                TextContent(type="text", text=result.get("context", "")),
+                TextContent(type="text", text=summary),
+            ],
+            structured_content=result,
+        )
+
+    @server.tool(
+        name="index_status",
+        title="Index status",
+        description=(
+            "Report the index: files and chunks (by kind and language), embedding model, BM25 "
+            "and vector readiness, stale files (changed on disk since indexing: if any, call "
+            "reindex), index generation, query-cache and embedding-cache hit rates, and the "
+            "number of running reindex jobs. Takes no arguments; cheap."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    def index_status() -> dict[str, Any]:
+        return engine.status()
+
+    @server.tool(
+        name="reindex",
+        title="Refresh the index",
+        description=(
+            "Bring the index up to date with the files on disk, incrementally (only changed "
+            "files are re-chunked and re-embedded). Sends MCP progress notifications while it "
+            "runs (pass a progressToken to receive them) and returns the finished job: state, "
+            "stats (files/chunks added, changed, removed; timings) and the new generation. "
+            "Queries keep answering from the previous generation until it finishes. If a "
+            "reindex is already running, this call follows that job instead of starting "
+            "another (joined_running=true). Use it after editing files, or when index_status "
+            "reports stale files."
+        ),
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )
+    async def reindex(ctx: Context[Any, Any]) -> dict[str, Any]:
+        called_at = time.time()
+        job_id = await anyio.to_thread.run_sync(engine.start_reindex)
+        return await _follow_job(engine, job_id, called_at, ctx.report_progress)
+
+    @server.tool(
+        name="record_feedback",
+        title="Record relevance feedback",
+        description=(
+            "Tell ragloom whether a chunk of an earlier answer helped: query_id from a "
+            "search_code or get_context answer, chunk_id from one of its hits (id) or context "
+            "parts (chunk_id), rating helpful | not_helpful | partially_helpful, and an optional comment. "
+            "Stored in the index's database to improve ranking; returns the stored record. "
+            "Call it once per chunk you judged."
+        ),
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, open_world_hint=False
+        ),
+    )
+    def record_feedback(
+        query_id: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="query_id of the search_code or get_context answer.",
+            ),
+        ],
+        chunk_id: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=1000,
+                description="Chunk id: a search_code hit's id or a get_context part's chunk_id.",
+            ),
+        ],
+        rating: Annotated[Rating, Field(description="How useful the chunk was.")],
+        comment: Annotated[
+            str | None,
+            Field(max_length=max_chars, description="Optional free text: why."),
+        ] = None,
+    ) -> dict[str, Any]:
+        return engine.record_feedback(query_id, chunk_id, rating, comment)
+
+    return server
+
+
+async def _follow_job(
+    engine: ServingEngine,
+    job_id: str,
+    called_at: float,
+    report: Callable[[float, float | None, str | None], Any],
+) -> dict[str, Any]:
+    """Poll the engine's job until it ends, forwarding its progress.
+
+    MCP progress must increase with every notification, but a job's ``done`` restarts at 0 in
+    each phase, so the reported value is the work finished in earlier phases plus ``done``;
+    the total grows as phases appear. A first notification is sent at once and a last one at
+    the end, so even an instant refresh reports progress.
+    """
+    sent = -1.0
+    earlier = 0.0
+    phase: str | None = None
+    phase_total = 0.0
+    await report(0.0, None, f"reindex job {job_id} started")
+    sent = 0.0
+    while True:
+        job = engine.job(job_id)
+        if job is None:
+            raise _Failure(f"reindex job {job_id} disappeared")
+        progress = job.get("progress") or {}
+        name = progress.get("phase")
+        done = float(progress.get("done") or 0)
+        total = float(progress.get("total") or 0)
+        if name != phase:
+            if phase is not None:
+                earlier += phase_total
+            phase = name
+        phase_total = max(total, done)
+        value = earlier + done
+        if value > sent:
+            whole = earlier + phase_total if phase_total else None
+            await report(value, whole, f"{name}: {int(done)}/{int(total)}")
+            sent = value
+        state = job.get("state")
+        if state in ("succeeded", "failed"):
+            break
+        await anyio.sleep(_POLL_S)
+    await report(sent + 1, sent + 1, f"reindex {state}")
+    if state == "failed":
+        raise _Failure(f"reindex failed: {job.get('error') or 'unknown error'}")
+    out = dict(job)
+    created = _epoch(job.get("created_at", job.get("started_at")))
+    out["joined_running"] = created is not None and created < called_at
+    return out
+
+
+def _epoch(value: Any) -> float | None:
+    """``started_at`` as seconds since the epoch (the engine gives a number or ISO text)."""
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        from datetime import datetime
+
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _version() -> str:
+    from ragloom._version import __version__
+
+    return str(__version__)
+
+
+def run_mcp(
+    engine: ServingEngine,
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_MCP_PORT,
+) -> None:
+    """Serve ``engine`` over MCP until the client disconnects (stdio) or the process is
+    stopped (HTTP). Logs go to stderr; on stdio, stdout carries only the protocol."""
+    from ragloom.logs import configure_logging
+
+    configure_logging()
+    server = build_server(engine)
+    if transport == "stdio":
+        server.run("stdio")
+    elif transport == "http":
+        server.run("streamable-http", host=host, port=port)
+    else:
+        raise ValueError(f"unknown MCP transport {transport!r} (stdio | http)")

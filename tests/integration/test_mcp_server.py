@@ -1,0 +1,375 @@
+"""``ragloom serve mcp`` driven by the official MCP SDK's own client, as an agent would.
+
+The server runs as a real subprocess (``python -m ragloom.cli serve mcp``) over stdio, and once
+over streamable HTTP on a loopback port; every tool is called, the schemas are read back with
+their limits, bad arguments come back as ``isError`` results without killing the server, a
+reindex sends progress notifications, and stdout carries nothing but JSON-RPC. The README's
+``mcpServers`` snippet is parsed and its exact command started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+
+from tests.conftest import copy_stdlib_packages, run_cli
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = {"search_code", "get_context", "index_status", "reindex", "record_feedback"}
+QUERY = "decode a JSON document into Python objects"
+NEW_FILE_SYMBOL = "frobnicate_widget_registry"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("mcp-repo")
+    copy_stdlib_packages(root, ["json", "textwrap"])
+    run_cli("index", str(root), check=True)
+    return root
+
+
+def serve_argv(root: Path, *extra: str) -> list[str]:
+    """The server command (the CLI entry point of the interpreter running the tests)."""
+    return [sys.executable, "-m", "ragloom.cli", "serve", "mcp", str(root), *extra]
+
+
+def stdio_params(root: Path) -> StdioServerParameters:
+    argv = serve_argv(root)
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=_env())
+
+
+def _env() -> dict[str, str]:
+    # the repository's own sources, whatever directory the client starts the server in
+    return {"PYTHONPATH": str(REPO / "src"), "RAGLOOM_CACHE__TTL_S": "300"}
+
+
+def run(fn: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(fn)
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, text_of(result)
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def test_stdio_every_tool(repo: Path) -> None:
+    async def body() -> None:
+        async with Client(stdio_params(repo), read_timeout_seconds=60) as client:
+            assert client.server_info is not None and client.server_info.name == "ragloom"
+            assert "get_context" in (client.instructions or "")
+
+            # tools, schemas, limits, descriptions
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == TOOLS
+            for tool in tools.values():
+                assert tool.description and len(tool.description) > 80, tool.name
+                for name, prop in tool.input_schema.get("properties", {}).items():
+                    assert prop.get("description"), f"{tool.name}.{name} has no description"
+            search = tools["search_code"].input_schema
+            assert search["required"] == ["query"]
+            assert search["properties"]["query"]["maxLength"] == 4000
+            assert search["properties"]["query"]["minLength"] == 1
+            top_k = search["properties"]["top_k"]["anyOf"][0]
+            assert (top_k["minimum"], top_k["maximum"]) == (1, 100)
+            ctx_schema = tools["get_context"].input_schema["properties"]
+            assert ctx_schema["budget"]["anyOf"][0]["maximum"] == 200000
+            assert set(ctx_schema["format"]["anyOf"][0]["enum"]) == {
+                "xml",
+                "markdown",
+                "plain",
+                "json",
+            }
+            rating = tools["record_feedback"].input_schema["properties"]["rating"]
+            assert set(rating["enum"]) == {"helpful", "not_helpful", "partially_helpful"}
+            assert tools["search_code"].output_schema is not None
+            assert tools["search_code"].annotations is not None
+            assert tools["search_code"].annotations.read_only_hint is True
+
+            # search_code: ranked hits with locations and a query id
+            found = await client.call_tool("search_code", {"query": QUERY, "top_k": 5})
+            answer = structured(found)
+            assert re.fullmatch(r"[0-9a-f]{32}", answer["query_id"])
+            assert 1 <= len(answer["hits"]) <= 5
+            top = answer["hits"][0]
+            assert top["path"].startswith("json/") and top["path"].endswith(".py")
+            assert 1 <= top["start_line"] <= top["end_line"]
+            assert {"id", "symbol", "score", "kind"} <= set(top)
+            scores = [h["score"] for h in answer["hits"]]
+            assert scores == sorted(scores, reverse=True)
+            assert f"{top['path']}:{top['start_line']}-{top['end_line']}" in text_of(found)
+            assert answer["query_id"] in text_of(found)
+
+            # get_context: the text first, a summary second, the parts without their text
+            got = await client.call_tool(
+                "get_context", {"query": QUERY, "budget": 1200, "format": "markdown"}
+            )
+            ctx = structured(got)
+            assert isinstance(got.content[0], TextContent)
+            assert got.content[0].text == ctx["context"]
+            assert "```" in ctx["context"] and "json/" in ctx["context"]
+            assert 0 < ctx["tokens_used"] <= 1200 and ctx["budget"] == 1200
+            assert ctx["parts"] and all("text" not in p for p in ctx["parts"])
+            assert ctx["query_id"] != answer["query_id"]
+            assert f"query_id={ctx['query_id']}" in text_of(got)
+            assert ctx["generation"] == answer["generation"]
+
+            # index_status
+            status = structured(await client.call_tool("index_status", {}))
+            assert status["chunks"] > 20 and status["files"] >= 5
+            assert "cache" in status and status["generation"] == answer["generation"]
+
+            # record_feedback with ids from an earlier answer
+            fb = structured(
+                await client.call_tool(
+                    "record_feedback",
+                    {
+                        "query_id": ctx["query_id"],
+                        "chunk_id": ctx["parts"][0]["chunk_id"],
+                        "rating": "helpful",
+                        "comment": "the decoder entry point",
+                    },
+                )
+            )
+            assert fb["query_id"] == ctx["query_id"] and fb["rating"] == "helpful"
+
+            # bad input: isError with one line, and the server still answers afterwards
+            bad_calls: list[tuple[str, dict[str, Any], str]] = [
+                ("search_code", {"query": ""}, "query"),
+                ("search_code", {"query": QUERY, "top_k": 101}, "top_k"),
+                ("get_context", {"query": QUERY, "budget": 0}, "budget"),
+                ("get_context", {"query": "x" * 4001}, "query"),
+                ("search_code", {"query": QUERY, "strategy": "no-such-strategy"}, "strategy"),
+                (
+                    "record_feedback",
+                    {"query_id": "q", "chunk_id": "c", "rating": "great"},
+                    "rating",
+                ),
+                ("search_code", {}, "query"),
+            ]
+            for tool, args, word in bad_calls:
+                bad = await client.call_tool(tool, args)
+                assert bad.is_error, (tool, args)
+                message = text_of(bad)
+                assert message and "\n" not in message, message
+                assert word in message, message
+                assert "Traceback" not in message
+            again = structured(await client.call_tool("search_code", {"query": QUERY}))
+            assert again["hits"][0]["id"] == top["id"]
+
+            # reindex: a new file is picked up, with progress notifications on the way
+            (repo / "widgets.py").write_text(
+                f"def {NEW_FILE_SYMBOL}(registry):\n"
+                '    """Frobnicate every widget in the registry, in order."""\n'
+                "    return [w.frobnicate() for w in registry]\n"
+            )
+            progress: list[tuple[float, float | None, str | None]] = []
+
+            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                progress.append((value, total, message))
+
+            job = structured(await client.call_tool("reindex", {}, progress_callback=on_progress))
+            assert job["state"] == "succeeded", job
+            assert job["joined_running"] is False
+            assert len(progress) >= 2, progress
+            values = [p[0] for p in progress]
+            assert values == sorted(values) and len(set(values)) == len(values), progress
+            assert all(p[2] for p in progress)
+            after = structured(
+                await client.call_tool("search_code", {"query": NEW_FILE_SYMBOL, "top_k": 3})
+            )
+            assert after["generation"] > answer["generation"]
+            assert after["hits"][0]["path"] == "widgets.py"
+
+    try:
+        run(body)
+    finally:
+        (repo / "widgets.py").unlink(missing_ok=True)
+
+
+RAW_SESSION: list[dict[str, Any]] = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "get_context", "arguments": {"query": QUERY, "budget": 300}},
+    },
+    {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "reindex", "arguments": {}, "_meta": {"progressToken": "p1"}},
+    },
+    {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "method": "tools/call",
+        "params": {"name": "search_code", "arguments": {"query": ""}},
+    },
+]
+
+
+def test_stdout_carries_only_json_rpc(repo: Path) -> None:
+    """Everything the server writes to stdout is a JSON-RPC message, even while it reindexes
+    (progress bars, warnings and logs all go to stderr)."""
+    with (
+        (repo.parent / "mcp-stderr.log").open("w") as errlog,
+        subprocess.Popen(
+            serve_argv(repo),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            env={**os.environ, **_env()},
+            text=True,
+        ) as proc,
+    ):
+        assert proc.stdin is not None and proc.stdout is not None
+        answers: dict[int, dict[str, Any]] = {}
+        notifications: list[dict[str, Any]] = []
+        try:
+            for message in RAW_SESSION:
+                proc.stdin.write(json.dumps(message) + "\n")
+                proc.stdin.flush()
+                if "id" not in message:
+                    continue
+                while message["id"] not in answers:
+                    line = proc.stdout.readline()
+                    assert line, "server closed stdout"
+                    received = json.loads(line)  # a line that is not JSON fails here
+                    assert received["jsonrpc"] == "2.0"
+                    if "id" in received and "method" not in received:
+                        answers[received["id"]] = received
+                    else:
+                        notifications.append(received)
+            proc.stdin.close()  # end of input: the server exits
+            assert proc.stdout.read() == ""
+            assert proc.wait(timeout=20) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert answers[2]["result"]["isError"] is False
+    assert answers[3]["result"]["structuredContent"]["state"] == "succeeded"
+    assert answers[4]["result"]["isError"] is True
+    assert any(
+        n["method"] == "notifications/progress" and n["params"]["progressToken"] == "p1"
+        for n in notifications
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_streamable_http(repo: Path) -> None:
+    port = _free_port()
+    errlog_path = repo.parent / "mcp-http-stderr.log"
+    with (
+        errlog_path.open("w") as errlog,
+        subprocess.Popen(
+            serve_argv(repo, "--transport", "http", "--port", str(port)),
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+            env={**os.environ, **_env()},
+        ) as proc,
+    ):
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                assert proc.poll() is None, errlog_path.read_text()
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                        break
+                except OSError:
+                    assert time.monotonic() < deadline, "HTTP MCP server did not start"
+                    time.sleep(0.1)
+            run(lambda: _http_session(f"http://127.0.0.1:{port}/mcp"))
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+async def _http_session(url: str) -> None:
+    async with Client(url, read_timeout_seconds=60) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == TOOLS
+        ctx = structured(await client.call_tool("get_context", {"query": QUERY}))
+        assert "json/" in ctx["context"] and ctx["parts"]
+        progress: list[float] = []
+
+        async def on_progress(value: float, total: float | None, msg: str | None) -> None:
+            progress.append(value)
+
+        job = structured(await client.call_tool("reindex", {}, progress_callback=on_progress))
+        assert job["state"] == "succeeded" and progress
+        bad = await client.call_tool("get_context", {"query": QUERY, "top_k": 0})
+        assert bad.is_error and "top_k" in text_of(bad)
+        status = structured(await client.call_tool("index_status", {}))
+        assert status["chunks"] > 20
+
+
+def readme_mcp_servers() -> dict[str, Any]:
+    """The first ```json block of README.md that holds ``mcpServers``."""
+    text = (REPO / "README.md").read_text()
+    for block in re.findall(r"```json\n(.*?)```", text, flags=re.S):
+        if "mcpServers" in block:
+            config = json.loads(block)
+            assert isinstance(config, dict)
+            return config
+    raise AssertionError("README.md has no ```json block with mcpServers")
+
+
+def test_readme_client_configuration_starts_a_working_server(repo: Path) -> None:
+    servers = readme_mcp_servers()["mcpServers"]
+    entry = servers["ragloom"]
+    assert set(entry) <= {"command", "args", "env", "cwd"}
+    command = entry["command"]
+    args = [str(repo) if a == "/path/to/repo" else a for a in entry["args"]]
+    assert str(repo) in args, "the README snippet should name the repository path"
+    if os.sep not in command:
+        # `ragloom` is the console script installed next to the interpreter (on PATH in
+        # an activated virtualenv, which the test process need not be)
+        command = str(Path(sys.executable).parent / command)
+    params = StdioServerParameters(command=command, args=args, env=entry.get("env"))
+
+    async def body() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            got = await client.call_tool("get_context", {"query": QUERY, "budget": 800})
+            ctx = structured(got)
+            assert "json/" in ctx["context"] and 0 < ctx["tokens_used"] <= 800
+
+    run(body)

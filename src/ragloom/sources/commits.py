@@ -13,6 +13,7 @@ rewritten) every item is dropped and the history re-read, and the report says ``
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import subprocess
@@ -40,6 +41,7 @@ MAX_DIFF_FILES = 30
 MAX_COMMITS_DEFAULT = 20_000
 """Commits read by the first sync of a long history (newest first); option ``max_commits``."""
 _BATCH = 500
+log = logging.getLogger("ragloom")
 _STATUS = {"A": "added", "M": "modified", "D": "deleted", "T": "type changed"}
 _REMOTE = re.compile(r"github\.com[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")
 
@@ -82,7 +84,10 @@ def _numstat(git_dir: Path, revs: Sequence[str]) -> dict[str, dict[str, tuple[st
         git_dir=git_dir,
     )  # fmt: skip
     if code != 0:
-        raise InputError(f"git log --numstat failed in {git_dir}")
+        # line counts need the blobs: a partial clone or a mirror without its large objects
+        # still has every commit and path, so the summary goes on without the counts
+        log.warning("git log --numstat failed in %s: commits indexed without line counts", git_dir)
+        return {}
     stats: dict[str, dict[str, tuple[str, str]]] = {}
     for record in out.split("\x1e"):
         if not record.strip("\x00\n"):
@@ -102,8 +107,9 @@ def _item(c: Commit, stat: dict[str, tuple[str, str]], web: str | None) -> Item:
     when = datetime.fromtimestamp(c.timestamp, UTC).isoformat()
     lines = []
     for status, path in c.changes[:MAX_DIFF_FILES]:
-        add, dele = stat.get(path, ("?", "?"))
-        lines.append(f"  {_STATUS.get(status, status)} {path} (+{add} -{dele})")
+        counts = stat.get(path)
+        shown = f" (+{counts[0]} -{counts[1]})" if counts else ""
+        lines.append(f"  {_STATUS.get(status, status)} {path}{shown}")
     if len(c.changes) > MAX_DIFF_FILES:
         lines.append(f"  ... and {len(c.changes) - MAX_DIFF_FILES} more files")
     text = (

@@ -121,7 +121,7 @@ def _source_set(
 ) -> Any:
     from ragloom.sources.multi import SourceSet
 
-    return SourceSet(idx.root, idx.index_dir, names, options=options)
+    return SourceSet(idx.root, idx.index_dir, names, options=options, index=idx)
 
 
 def _search(

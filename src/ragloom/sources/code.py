@@ -36,6 +36,7 @@ class CodeSource:
         self.context = context
         self.settings = SourceSettings(top_k=10)
         self._index: Index | None = None
+        self._borrowed = False
         self.strategy = "hybrid"
         self.explain = False
 
@@ -56,6 +57,17 @@ class CodeSource:
         embed = settings.options.get("embedder")
         if embed is not None and self._index is None:
             self._index = Index(self.context.root, self.context.index_dir, embedder=str(embed))
+
+    def use_index(self, index: Index) -> None:
+        """Search through an Index the caller already has open (one retriever, one model)."""
+        self._index = index
+        self._borrowed = True
+
+    def warm(self) -> None:
+        """Open the retriever and load the query embedder: start-up work that should not count
+        against the per-source timeout of the first query (the ONNX model takes ~0.7 s)."""
+        if self.index.exists:
+            _ = self.index.retriever.embedder
 
     def sync(self) -> SyncReport:
         embed = bool(self.settings.options.get("embed", True))
@@ -91,9 +103,10 @@ class CodeSource:
         return self.index.exists
 
     async def dispose(self) -> None:
-        if self._index is not None:
+        if self._index is not None and not self._borrowed:  # a borrowed index is the caller's
             self._index.close()
-            self._index = None
+        self._index = None
+        self._borrowed = False
 
     def freshness(self) -> dict[str, object]:
         if not self.index.exists:

@@ -8,11 +8,13 @@ multi-source searches through :mod:`ragloom.sources.orchestrate`.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragloom.retrieve.config import RecencyConfig
 from ragloom.sources.base import (
@@ -40,7 +42,12 @@ from ragloom.sources.registry import (
     source_factories,
 )
 
+if TYPE_CHECKING:
+    from ragloom.api import Index
+
 __all__ = ["SourceSet"]
+
+log = logging.getLogger("ragloom")
 
 
 class SourceSet:
@@ -59,6 +66,7 @@ class SourceSet:
         *,
         options: Mapping[str, Mapping[str, Any]] | None = None,
         weights: Mapping[str, float] | None = None,
+        index: Index | None = None,
     ) -> None:
         self.context = SourceContext(root.resolve(), index_dir.resolve())
         self.saved = load_config(self.context.index_dir)
@@ -73,6 +81,9 @@ class SourceSet:
                 st = replace(st, weight=float(weights[name]))
             self.settings[name] = st
             self.sources[name] = create_source(name, self.context, st, factories)
+            use = getattr(self.sources[name], "use_index", None)
+            if index is not None and callable(use):
+                use(index)  # the caller's open index: one retriever and one model, not two
 
     @classmethod
     def configured(cls, root: Path, index_dir: Path) -> SourceSet:
@@ -119,6 +130,7 @@ class SourceSet:
     ) -> MultiSearchResult:
         """Query every source in parallel and fuse (``top_k`` caps each source's list; the code
         source gets ``top_k`` itself, the others their own ``top_k`` setting up to it)."""
+        await asyncio.to_thread(self.warm)
         t0 = time.perf_counter()
         flt = filter or SourceFilter()
         opts: dict[str, RetrieveOptions] = {}
@@ -157,6 +169,17 @@ class SourceSet:
             },
             notes=notes,
         )
+
+    def warm(self) -> None:
+        """Start-up work of the sources that have some (a ``warm()`` method: the code source
+        loads its model), done before the timed retrieval; a failure is left to ``retrieve``."""
+        for src in self.sources.values():
+            warm = getattr(src, "warm", None)
+            if callable(warm) and src.enabled:
+                try:
+                    warm()
+                except Exception as exc:  # reported by the source's own retrieve
+                    log.debug("warming source %s failed: %s", src.name, exc)
 
     def search(self, query: str, **kwargs: Any) -> MultiSearchResult:
         """:meth:`asearch` from synchronous code (returns at the total timeout at the latest)."""

@@ -362,3 +362,34 @@ def test_serve_http_command(repo: Path, tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err  # a graceful stop: the engine is closed, the log flushed
+
+
+# -- the serving benchmark's client --------------------------------------------------------------
+
+
+def test_bench_client_burst(base_url: str) -> None:
+    """The benchmark's raw HTTP client against the real server: a burst of concurrent /context
+    requests, all answered; the same burst again, all from the cache; without the token, all
+    refused and counted as errors."""
+    import asyncio
+
+    from ragloom.bench.serving import RawClient, Sample, burst, summarize
+
+    queries = [f"split text into words, variant {i}" for i in range(8)]
+
+    async def run(token: str | None) -> tuple[list[Sample], list[Sample]]:
+        client = RawClient(base_url, len(queries), token=token)
+        await client.open()
+        try:
+            return await burst(client, queries, 800), await burst(client, queries, 800)
+        finally:
+            await client.close()
+
+    first, again = asyncio.run(run(TOKEN))
+    assert summarize("first", first, 1.0, 1).errors == 0
+    assert not any(s.cache_hit for s in first)
+    assert all(s.cache_hit for s in again)
+    assert {s.generation for s in first} == {s.generation for s in again}
+    refused, _ = asyncio.run(run(None))
+    assert {s.status for s in refused} == {401}
+    assert summarize("refused", refused, 1.0, 1).errors == len(queries)

@@ -50,6 +50,8 @@ bench: $(STAMP)
 	$(VENV)/bin/ragloom bench-scale bench-out/corpora/c10k/.ragloom bench-out/corpora/c100k/.ragloom \
 		--peers-on bench-out/corpora/c10k/.ragloom --dataset bench-out/corpora/eval-data/docstring.jsonl \
 		--synthetic 500000 --work-dir bench-out/scale --out docs/benchmarks.md
+	$(PY) scripts/bench_serving.py bench-out/corpora/c100k --work-dir bench-out/serving \
+		--json-out bench-out/serving/results.json --out docs/benchmarks.md
 
 eval: $(STAMP)
 	$(PY) -m pip install -q -e '.[eval]'

@@ -27,7 +27,7 @@ from ragloom.index.bm25 import TantivyBm25
 from ragloom.index.indexer import IndexStats, ProgressFn, update_index
 from ragloom.index.lock import WriteLock
 from ragloom.index.manifest import Manifest, read_manifest, write_manifest
-from ragloom.index.store import Store
+from ragloom.index.store import FileRow, Store
 from ragloom.index.tokenize import TOKENIZER_VERSION
 from ragloom.index.vectors import HnswVectors
 from ragloom.ingest.ids import file_hash
@@ -41,8 +41,17 @@ if TYPE_CHECKING:
     from ragloom.assemble import AssembledContext, AssemblyPolicy, TokenBudget, TokenCounter
     from ragloom.assemble.budget import Format
     from ragloom.embed.base import Embedder
+    from ragloom.index.postgres import PostgresBackend
 
-__all__ = ["DEFAULT_INDEX_DIRNAME", "Index", "IndexStatus", "find_index_dir", "open"]
+__all__ = [
+    "DEFAULT_INDEX_DIRNAME",
+    "Index",
+    "IndexStatus",
+    "PostgresIndex",
+    "find_index_dir",
+    "open",
+    "open_postgres",
+]
 
 log = logging.getLogger("ragloom")
 
@@ -398,6 +407,220 @@ class Index:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class PostgresIndex(Index):
+    """One repository in a PostgreSQL + pgvector database (docs/postgres.md): the same search,
+    context, index and status operations as :class:`Index`, with chunks, vectors and
+    generations in the database and BM25 rebuilt locally under ``cache_dir`` for the
+    database's current generation. ``root`` is the repository's source tree (indexing reads it;
+    context assembly reads snippets from it, as for a folder index)."""
+
+    def __init__(
+        self,
+        root: Path,
+        dsn: str,
+        repository: str,
+        *,
+        embedder: str | Embedder | None = None,
+        cache_dir: Path | None = None,
+        ef_search: int | None = None,
+    ) -> None:
+        super().__init__(root, root / DEFAULT_INDEX_DIRNAME, embedder=embedder)
+        from ragloom.index.postgres import DEFAULT_EF_SEARCH, bm25_cache_dir
+
+        self.dsn = dsn
+        self.repository = repository
+        self.ef_search = ef_search or DEFAULT_EF_SEARCH
+        self.cache_dir = bm25_cache_dir(dsn, repository, cache_dir)
+        self._backend: PostgresBackend | None = None
+
+    def _open(self, *, create: bool = False) -> PostgresBackend:
+        from ragloom.index.postgres import PostgresBackend
+
+        if self._backend is None or create:
+            if self._backend is not None:
+                self._backend.close()
+            self._backend = PostgresBackend(
+                self.dsn, self.repository, create=create, ef_search=self.ef_search
+            )
+        return self._backend
+
+    @property
+    def exists(self) -> bool:
+        try:
+            self._open()
+        except IndexNotFoundError:
+            return False
+        return True
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            from ragloom.retrieve.reader import open_postgres_retriever
+
+            self._retriever = open_postgres_retriever(
+                self._open(), cache_dir=self.cache_dir, root=self.root, embedder=self._embedder_arg
+            )
+        return self._retriever
+
+    def index(
+        self,
+        *,
+        rebuild: bool = False,
+        embed: bool = True,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        progress: ProgressFn | None = None,
+    ) -> IndexStats:
+        """Build or update the repository in the database (one transaction per generation;
+        ``rebuild`` re-parses every file and replaces every chunk in that one transaction)."""
+        from ragloom._version import __version__
+        from ragloom.index.backend_index import index_into
+
+        if not self.root.is_dir():
+            raise InputError(f"not a directory: {self.root}")
+        self.close()
+        backend = self._open(create=True)
+        info = backend.info
+        emb_arg = self._embedder_arg
+        if isinstance(emb_arg, str) or emb_arg is None:
+            asked = emb_arg or info.embedding_spec or None
+            embedder: Embedder = _load_embedder(asked)
+            spec = getattr(embedder, "spec", None) or asked or "default"
+        else:
+            embedder = emb_arg
+            spec = getattr(emb_arg, "spec", embedder.model_id)
+        model_changed = backend.set_repository(
+            root=str(self.root),
+            embedding_key=embedding_key(embedder.model_id),
+            embedding_dim=embedder.dim,
+            embedding_model=embedder.model_id,
+            embedding_spec=str(spec),
+            tokenizer_version=TOKENIZER_VERSION,
+            ragloom_version=__version__,
+        )
+        stats = index_into(
+            self.root,
+            backend,
+            embedder if embed else None,
+            skip_dir=self.index_dir,
+            max_file_bytes=max_file_bytes,
+            progress=progress or (lambda *_: None),
+            model_changed=model_changed,
+            rebuild=rebuild,
+        )
+        stats.model = embedder.model_id
+        if not embed:
+            stats.embeddings_pending = len(backend.missing_embeddings(backend.info.embedding_key))
+        return stats
+
+    def status(self, *, freshness: bool = True) -> IndexStatus:
+        """Counts, model and generation of the repository in the database."""
+        from ragloom.index.postgres import SCHEMA_VERSION
+
+        backend = self._open()
+        backend.refresh_info()
+        info = backend.info
+        chunks = backend.chunk_count()
+        stale: dict[str, list[str]] = {}
+        stale_count: int | None = None
+        if freshness:
+            stale = self.stale_files()
+            stale_count = sum(len(v) for v in stale.values())
+        return IndexStatus(
+            root=str(self.root),
+            index_dir=f"postgres:{self.repository}",
+            ragloom_version=info.ragloom_version,
+            schema_version=SCHEMA_VERSION,
+            files=backend.file_count(),
+            chunks=chunks,
+            chunks_by_kind=backend.kind_counts(),
+            chunks_by_language=backend.language_counts(),
+            model=info.embedding_model,
+            dim=info.embedding_dim,
+            bm25_status="rebuilt-from-db",
+            bm25_docs=chunks,
+            vectors=info.n_embedded,
+            vectors_ready=info.n_embedded >= chunks,
+            stale_files=stale_count,
+            stale=stale,
+            disk_bytes=0,
+            generation=info.generation,
+            bm25={"backend": "postgres", "cache_dir": str(self.cache_dir)},
+        )
+
+    def stale_files(self) -> dict[str, list[str]]:
+        return _stale_files(self.root, self.index_dir, self._open().files())
+
+    def close(self) -> None:
+        if self._retriever is not None:
+            self._retriever.close()
+        self._retriever = None
+        if self._backend is not None:
+            self._backend.close()
+        self._backend = None
+
+
+def _stale_files(root: Path, index_dir: Path, known: dict[str, FileRow]) -> dict[str, list[str]]:
+    """Files on disk that differ from ``known``: changed, added, removed."""
+    walked = walk(root, index_dir=index_dir)
+    changed: list[str] = []
+    added: list[str] = []
+    seen: set[str] = set()
+    for sf in walked.files:
+        old = known.get(sf.rel)
+        if old is not None and old.size == sf.size and old.mtime == sf.mtime:
+            seen.add(sf.rel)
+            continue
+        try:
+            data = sf.abs.read_bytes()
+        except OSError:
+            continue
+        if is_binary(data):
+            continue
+        seen.add(sf.rel)
+        if old is None:
+            added.append(sf.rel)
+        elif old.hash != file_hash(data):
+            changed.append(sf.rel)
+    removed = sorted(set(known) - seen)
+    return {"changed": changed, "added": added, "removed": removed}
+
+
+def open_postgres(
+    path: str | os.PathLike[str] = ".",
+    *,
+    dsn: str | None = None,
+    repository: str | None = None,
+    embedder: str | Embedder | None = None,
+    cache_dir: Path | None = None,
+    ef_search: int | None = None,
+    create: bool = False,
+) -> PostgresIndex:
+    """A repository in PostgreSQL: ``dsn`` (default ``RAGLOOM_DSN``), ``repository`` (default:
+    the name of ``path``'s folder; for reading (``create`` false), the database's only
+    repository when it holds none by that name)."""
+    from ragloom.errors import ConfigError
+    from ragloom.index.postgres import DSN_ENV, connect, dsn_from_env, list_repositories
+
+    dsn = dsn or dsn_from_env()
+    if not dsn:
+        raise ConfigError(f"the postgres backend needs a DSN: --dsn postgresql://... or {DSN_ENV}")
+    root = Path(path).resolve()
+    name = repository or root.name
+    if repository is None and not create:
+        with connect(dsn) as conn:
+            names = list_repositories(conn)
+        if name not in names and len(names) == 1:
+            name = names[0]
+        elif name not in names and len(names) > 1:
+            raise ConfigError(
+                f"no repository {name!r} in the database; choose one of "
+                f"{', '.join(names)} with --repo NAME"
+            )
+    return PostgresIndex(
+        root, dsn, name, embedder=embedder, cache_dir=cache_dir, ef_search=ef_search
+    )
 
 
 def _json(obj: object) -> str:

@@ -30,7 +30,7 @@ import logging
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +39,7 @@ import numpy as np
 
 from ragloom.embed.document import embedding_key
 from ragloom.index.bm25 import TantivyBm25, bm25_document
-from ragloom.index.store import Store
+from ragloom.index.store import FileRow, Store
 from ragloom.index.vectors import HnswVectors
 from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES, SourceFile, is_binary, walk
@@ -52,6 +52,7 @@ __all__ = [
     "IndexStats",
     "ProgressFn",
     "add_known_vectors",
+    "scan_tree",
     "sync_bm25",
     "sync_vectors",
     "update_index",
@@ -189,29 +190,24 @@ def _read(sf: SourceFile, max_bytes: int) -> tuple[SourceFile, bytes] | str:
     return read_source(sf, max_bytes)
 
 
-def update_index(
+def scan_tree(
     root: Path,
-    index_dir: Path,
-    store: Store,
-    embedder: Embedder | None,
+    index_dir: Path | None,
+    known: Mapping[str, FileRow],
+    stats: IndexStats,
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     progress: ProgressFn = _no_progress,
-    model_changed: bool = False,
-    on_bm25_ready: Callable[[], None] | None = None,
-) -> IndexStats:
-    """Bring the index in ``index_dir`` up to date with ``root``. Caller holds the write lock."""
-    from ragloom.ingest.chunker import chunk_file, detect_language
+) -> tuple[list[tuple[SourceFile, str, list[Chunk]]], list[str]]:
+    """Steps 1 and 2 of an update, shared by every storage backend: walk ``root``, hash each
+    file, compare with ``known`` (the published files) and parse the changed ones into chunks.
+    Returns (changed files with their digest and chunks, removed paths); fills the scan counts
+    and the ``scan`` and ``parse`` timings of ``stats``."""
+    from ragloom.ingest.chunker import chunk_file
 
     t0 = time.perf_counter()
-    stats = IndexStats(model_changed=model_changed)
-    # 0. an update killed before it published is undone (readers never saw it)
-    if rolled_back := store.rollback_pending():
-        log.info("rolled back an unpublished update", extra={"rows": rolled_back})
-    # 1. walk and hash
     walked = walk(root, max_file_bytes=max_file_bytes, index_dir=index_dir)
     skipped: Counter[str] = Counter(walked.skipped)
-    known = store.files()
     changed: list[tuple[SourceFile, bytes, str]] = []
     seen: set[str] = set()
     progress("scan", 0, len(walked.files))
@@ -246,8 +242,34 @@ def update_index(
     for i, (sf, data, digest) in enumerate(changed, 1):
         parsed.append((sf, digest, chunk_file(sf.rel, data, digest)))
         progress("parse", i, len(changed))
+    stats.timings["parse"] = time.perf_counter() - t1
+    return parsed, removed
+
+
+def update_index(
+    root: Path,
+    index_dir: Path,
+    store: Store,
+    embedder: Embedder | None,
+    *,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    progress: ProgressFn = _no_progress,
+    model_changed: bool = False,
+    on_bm25_ready: Callable[[], None] | None = None,
+) -> IndexStats:
+    """Bring the index in ``index_dir`` up to date with ``root``. Caller holds the write lock."""
+    from ragloom.ingest.chunker import detect_language
+
+    t0 = time.perf_counter()
+    stats = IndexStats(model_changed=model_changed)
+    # 0. an update killed before it published is undone (readers never saw it)
+    if rolled_back := store.rollback_pending():
+        log.info("rolled back an unpublished update", extra={"rows": rolled_back})
+    # 1. walk and hash, 2. parse
+    parsed, removed = scan_tree(
+        root, index_dir, store.files(), stats, max_file_bytes=max_file_bytes, progress=progress
+    )
     t2 = time.perf_counter()
-    stats.timings["parse"] = t2 - t1
 
     # 3. one atomic store write: the pending generation, beside the published one
     if parsed or removed:

@@ -23,9 +23,18 @@ from ragloom.index.tokenize import TOKENIZER_VERSION
 
 if TYPE_CHECKING:
     from ragloom.embed.base import Embedder
+    from ragloom.index.postgres import PostgresBackend
     from ragloom.retrieve.search import Retriever
 
-__all__ = ["DB_NAME", "index_manifest", "index_root", "open_retriever", "search_embedder"]
+__all__ = [
+    "DB_NAME",
+    "index_manifest",
+    "index_root",
+    "open_postgres_retriever",
+    "open_retriever",
+    "postgres_manifest",
+    "search_embedder",
+]
 
 DB_NAME: Final = "index.sqlite"
 """The store's file name inside an index folder."""
@@ -98,3 +107,46 @@ def open_retriever(
         bm25 = None
     vectors = HnswVectors(index_dir / "vectors", manifest.embedding_dim)
     return Retriever(opened, bm25, vectors, lambda: search_embedder(embedder, manifest, root))
+
+
+def postgres_manifest(backend: PostgresBackend) -> Manifest:
+    """What a PostgreSQL repository was indexed with, as a manifest (the embedder check and
+    the status read it like an index folder's ``manifest.json``)."""
+    from ragloom.index.manifest import FORMAT_VERSION
+    from ragloom.index.store import SCHEMA_VERSION
+
+    info = backend.info
+    return Manifest(
+        FORMAT_VERSION,
+        info.ragloom_version,
+        SCHEMA_VERSION,
+        info.tokenizer_version or TOKENIZER_VERSION,
+        info.embedding_model,
+        info.embedding_dim,
+        info.embedding_spec,
+        info.root,
+        0.0,
+    )
+
+
+def open_postgres_retriever(
+    backend: PostgresBackend,
+    *,
+    cache_dir: Path,
+    root: Path,
+    embedder: str | Embedder | None = None,
+) -> Retriever:
+    """A Retriever over one repository in PostgreSQL: chunks and vectors (pgvector) from the
+    database, BM25 from a local engine rebuilt for the database's current generation under
+    ``cache_dir`` (docs/postgres.md). The embedder is resolved on first use, as for a folder."""
+    from ragloom.index.postgres import PgBm25, PgVectors
+    from ragloom.retrieve.search import Retriever
+
+    manifest = postgres_manifest(backend)
+    vectors = PgVectors(backend) if manifest.embedding_dim else None
+    return Retriever(
+        backend,
+        PgBm25(backend, cache_dir),
+        vectors,
+        lambda: search_embedder(embedder, manifest, root),
+    )

@@ -1,0 +1,118 @@
+"""Index a tree into any storage backend through the contract (``index/backend.py``).
+
+The embedded backend keeps its own, finer-grained ``update_index`` (progressive BM25 commits,
+label-list repairs, disk reclaim); this is the update every other backend gets, in the same
+order of work so a crash at any point leaves the published generation intact:
+
+1. under the backend's write lock, walk and parse what changed (``scan_tree``, shared with
+   ``update_index``);
+2. write the changed files into one :class:`~ragloom.index.backend.IndexUpdate` and publish it
+   (atomic: readers see the old generation or the new one, never a mix); chunks whose text
+   already has a cached vector are searchable by vector at once;
+3. embed the texts that have no vector yet, in committed batches (an interrupted run resumes
+   where it stopped; until then those chunks are found by BM25 only).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ragloom.embed.document import embedding_key
+from ragloom.index.backend import StorageBackend
+from ragloom.index.indexer import EMBED_COMMIT_BATCH, IndexStats, ProgressFn, scan_tree
+from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES
+
+if TYPE_CHECKING:
+    from ragloom.embed.base import Embedder
+
+__all__ = ["index_into"]
+
+
+def _no_progress(stage: str, done: int, total: int) -> None:
+    return None
+
+
+def index_into(
+    root: Path,
+    backend: StorageBackend,
+    embedder: Embedder | None,
+    *,
+    skip_dir: Path | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    progress: ProgressFn = _no_progress,
+    model_changed: bool = False,
+    rebuild: bool = False,
+) -> IndexStats:
+    """Bring ``backend``'s repository up to date with ``root`` (takes the write lock;
+    IndexLockedError when another indexer holds it). ``skip_dir`` is left out of the walk.
+    ``rebuild`` drops every stored chunk and re-parses every file, in the same single update
+    (readers see the old generation until the rebuilt one is published)."""
+    from ragloom.ingest.chunker import detect_language
+
+    t0 = time.perf_counter()
+    stats = IndexStats(model_changed=model_changed)
+    with backend.write_lock():
+        known = backend.files()
+        parsed, removed = scan_tree(
+            root,
+            skip_dir,
+            {} if rebuild else known,
+            stats,
+            max_file_bytes=max_file_bytes,
+            progress=progress,
+        )
+        t2 = time.perf_counter()
+        if rebuild:
+            removed = sorted(known)
+        if parsed or removed:
+            update = backend.begin_update()
+            try:
+                if rebuild:  # old rows first, so every file's chunks are written anew
+                    for path in removed:
+                        stats.chunks_removed += update.remove_file(path)
+                    removed = []
+                for sf, digest, chunks in parsed:
+                    a, u, r, _ = update.replace_file(
+                        sf.rel,
+                        chunks,
+                        file_hash=digest,
+                        size=sf.size,
+                        mtime=sf.mtime,
+                        language=detect_language(sf.rel),
+                        source=chunks[0].source if chunks else "text",
+                    )
+                    stats.chunks_added += a
+                    stats.chunks_updated += u
+                    stats.chunks_removed += r
+                for path in removed:
+                    stats.chunks_removed += update.remove_file(path)
+                t3 = time.perf_counter()
+                stats.timings["store"] = t3 - t2
+                stats.generation = update.publish()
+            except BaseException:
+                update.abort()
+                raise
+            stats.timings["publish"] = time.perf_counter() - t3
+        else:
+            stats.generation = backend.generation()
+        stats.chunks_total = backend.chunk_count()
+        stats.bm25_ready_seconds = time.perf_counter() - t0
+        if embedder is not None:
+            t5 = time.perf_counter()
+            key = embedding_key(embedder.model_id)
+            stats.model = embedder.model_id
+            missing = backend.missing_embeddings(key)
+            missing.sort(key=lambda item: len(item[1]))  # length-sorted batches pad less
+            progress("embed", 0, len(missing))
+            for start in range(0, len(missing), EMBED_COMMIT_BATCH):
+                part = missing[start : start + EMBED_COMMIT_BATCH]
+                vecs = embedder.embed_documents([text for _, text in part])
+                backend.put_embeddings(key, ((h, vecs[i]) for i, (h, _) in enumerate(part)))
+                stats.chunks_embedded += len(part)
+                progress("embed", stats.chunks_embedded, len(missing))
+            stats.timings["embed"] = time.perf_counter() - t5
+            stats.embeddings_pending = len(backend.missing_embeddings(key))
+    stats.seconds = time.perf_counter() - t0
+    return stats

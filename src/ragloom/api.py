@@ -588,7 +588,7 @@ def _stale_files(root: Path, index_dir: Path, known: dict[str, FileRow]) -> dict
 
 
 def open_postgres(
-    path: str | os.PathLike[str] = ".",
+    path: str | os.PathLike[str] | None = None,
     *,
     dsn: str | None = None,
     repository: str | None = None,
@@ -599,14 +599,15 @@ def open_postgres(
 ) -> PostgresIndex:
     """A repository in PostgreSQL: ``dsn`` (default ``RAGLOOM_DSN``), ``repository`` (default:
     the name of ``path``'s folder; for reading (``create`` false), the database's only
-    repository when it holds none by that name)."""
+    repository when it holds none by that name). ``path`` is the source tree (default: the
+    current folder; for reading, the root recorded at indexing when it exists here)."""
     from ragloom.errors import ConfigError
     from ragloom.index.postgres import DSN_ENV, connect, dsn_from_env, list_repositories
 
     dsn = dsn or dsn_from_env()
     if not dsn:
         raise ConfigError(f"the postgres backend needs a DSN: --dsn postgresql://... or {DSN_ENV}")
-    root = Path(path).resolve()
+    root = Path(path if path is not None else ".").resolve()
     name = repository or root.name
     if repository is None and not create:
         with connect(dsn) as conn:
@@ -618,9 +619,15 @@ def open_postgres(
                 f"no repository {name!r} in the database; choose one of "
                 f"{', '.join(names)} with --repo NAME"
             )
-    return PostgresIndex(
+    index = PostgresIndex(
         root, dsn, name, embedder=embedder, cache_dir=cache_dir, ef_search=ef_search
     )
+    if path is None and not create and index.exists:
+        recorded = Path(index._open().info.root)
+        if recorded.is_dir():
+            index.root = recorded
+            index.index_dir = recorded / DEFAULT_INDEX_DIRNAME
+    return index
 
 
 def _json(obj: object) -> str:

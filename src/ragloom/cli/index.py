@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
-from ragloom.cli.app import echo_json, handle_errors, open_for_read, progress_bars
+from ragloom.cli.app import echo_json, handle_errors, progress_bars
+from ragloom.cli.backend import backend_options, chosen_backend, open_postgres_index, open_read
 from ragloom.cli.sources import index_source_options, run_index_sources, status_sources
+from ragloom.errors import ConfigError
 
 __all__ = ["index_cmd", "status_cmd"]
 
@@ -30,6 +32,7 @@ __all__ = ["index_cmd", "status_cmd"]
 @click.option("--json", "as_json", is_flag=True, help="Print statistics as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
 @index_source_options
+@backend_options
 @handle_errors
 def index_cmd(
     path: Path,
@@ -44,6 +47,9 @@ def index_cmd(
     github: str | None,
     issues_json: Path | None,
     prs_json: Path | None,
+    backend: str | None,
+    dsn: str | None,
+    repo: str | None,
 ) -> None:
     """Index PATH (build, or update only what changed)."""
     import ragloom
@@ -53,7 +59,12 @@ def index_cmd(
     path = existing_dir(path)
     if index_dir is not None:
         path_exists(index_dir)  # a NUL byte or an over-long name is bad input, said once
-    idx = ragloom.Index(path, index_dir or path / ".ragloom", embedder=model)
+    if chosen_backend(backend, dsn) == "postgres":
+        if index_dir is not None or sources or github or issues_json or prs_json:
+            raise ConfigError("--backend postgres indexes PATH only (no --index-dir or --sources)")
+        idx = open_postgres_index(path, dsn, repo, model=model, create=True)
+    else:
+        idx = ragloom.Index(path, index_dir or path / ".ragloom", embedder=model)
     show = not no_progress and sys.stderr.isatty()
     with progress_bars(show) as progress:
         stats = idx.index(
@@ -93,10 +104,18 @@ def index_cmd(
     "--no-freshness", is_flag=True, help="Skip comparing the index with the files on disk."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print status as JSON.")
+@backend_options
 @handle_errors
-def status_cmd(index_dir: Path | None, no_freshness: bool, as_json: bool) -> None:
+def status_cmd(
+    index_dir: Path | None,
+    no_freshness: bool,
+    as_json: bool,
+    backend: str | None,
+    dsn: str | None,
+    repo: str | None,
+) -> None:
     """Show counts, model, BM25 and vector readiness, and freshness."""
-    idx = open_for_read(str(index_dir) if index_dir else None)
+    idx = open_read(index_dir, backend, dsn, repo)
     st = idx.status(freshness=not no_freshness)
     fresh = status_sources(idx)  # None unless `index --sources` synced some
     if as_json:

@@ -310,3 +310,25 @@ def test_status_reports_the_engine(engine: ServingEngine) -> None:
     assert st["embedding_cache"]["max_entries"] == 1000
     assert st["cache"]["ttl_s"] == 300.0 and st["cache"]["max_entries"] == 1000
     assert st["jobs"] == 0
+
+
+def test_cli_answers_carry_a_query_id_for_feedback(repo: Path) -> None:
+    import json
+
+    from tests.conftest import run_cli
+
+    out = run_cli("search", "helper adds the value", "--strategy", "sparse", "--json", cwd=repo)
+    assert out.returncode == 0, out.stderr
+    hits = json.loads(out.stdout)
+    qid = hits[0]["query_id"]
+    assert {h["query_id"] for h in hits} == {qid} and "generation" in hits[0]
+    added = run_cli(
+        "feedback", "add", qid, hits[0]["id"], "--rating", "helpful", "--comment", "yes", "--json",
+        cwd=repo,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)["in_results"] is True
+    stats = run_cli("feedback", "stats", qid, "--json", "--index-dir", str(repo / ".ragloom"))
+    assert json.loads(stats.stdout)["helpful_count"] == 1
+    unknown = run_cli("feedback", "stats", "f" * 32, cwd=repo)
+    assert unknown.returncode == 3 and "unknown query_id" in unknown.stderr

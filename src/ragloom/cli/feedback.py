@@ -105,3 +105,30 @@ def feedback_stats_cmd(query_id: str, index_dir: Path | None, as_json: bool) -> 
         f"{stats['not_helpful_count']} not helpful, average {avg}; "
         f"{len(stats['used_chunk_ids'])} chunks used"
     )
+
+
+def log_answer(
+    index_dir: Path, route: str, query: str, strategy: str, generation: int, hit_ids: list[str]
+) -> str | None:
+    """Log a CLI answer in the query log so ``ragloom feedback`` can name it: its new
+    ``query_id``, or None when the index folder cannot be written (feedback is optional; the
+    answer is printed all the same)."""
+    import time
+    import uuid
+
+    from ragloom.errors import DbError
+    from ragloom.server.feedback import QueryLogEntry
+
+    qid = uuid.uuid4().hex
+    entry = QueryLogEntry(
+        qid, route, query, strategy, generation, tuple(hit_ids), time.time(), "cli"
+    )
+    try:
+        store = FeedbackStore(index_dir)
+        try:
+            store.log_queries([entry])
+        finally:
+            store.close()
+    except DbError:
+        return None
+    return qid

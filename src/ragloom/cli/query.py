@@ -15,6 +15,7 @@ import click
 from click.core import ParameterSource
 
 from ragloom.cli.app import echo_json, handle_errors, open_for_read
+from ragloom.cli.feedback import log_answer
 from ragloom.cli.sources import query_source_options, run_context, run_search
 from ragloom.ingest.chunker import part_label
 
@@ -33,6 +34,10 @@ def _configured(root: Path, keys: dict[str, str]) -> dict[str, Any]:
         for name, key in keys.items()
         if ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None)
     }
+
+
+def _ids(hits: list[Any]) -> list[str]:
+    return [h.id for h in hits]
 
 
 def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
@@ -97,7 +102,9 @@ def search_cmd(
     if as_json:
         # every hit names the index generation the whole answer comes from
         gen = result.generation
-        echo_json([{**_hit_json(h, explain), "generation": gen} for h in result.hits])
+        qid = log_answer(idx.index_dir, "search", query, result.strategy, gen, _ids(result.hits))
+        extra = {"generation": gen} if qid is None else {"generation": gen, "query_id": qid}
+        echo_json([{**_hit_json(h, explain), **extra} for h in result.hits])
         return
     if explain:
         click.echo(f"query: {json.dumps(result.query, sort_keys=True)}")
@@ -205,7 +212,10 @@ def context_cmd(
         include_scores=scores,
     )
     if as_json:
-        echo_json(ctx.to_dict())
+        gen = idx.retriever.store.generation()
+        hit_ids = list(dict.fromkeys(i for p in ctx.parts for i in p.hit_ids))
+        qid = log_answer(idx.index_dir, "context", query, strategy, gen, hit_ids)
+        echo_json(ctx.to_dict() if qid is None else {**ctx.to_dict(), "query_id": qid})
         return
     click.echo(ctx.text)
     st = ctx.stats

@@ -35,8 +35,10 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- apifuzz:begin -->"
@@ -110,9 +112,11 @@ def run_schemathesis(
         "--request-timeout",
         "30",
         "--report",
-        "json",
+        "json,har",
         "--report-json-path",
         str(report),
+        "--report-har-path",
+        str(report.with_suffix(".har")),
         "--no-color",
     ]
     shown = [("Authorization: Bearer ***" if c.startswith("Authorization") else c) for c in cmd]
@@ -133,13 +137,6 @@ def stop_server(proc: subprocess.Popen[str]) -> int:
 
 def summarize(report: dict[str, Any]) -> dict[str, Any]:
     """The counts worth keeping from schemathesis' JSON run report."""
-    per_op: dict[str, dict[str, int]] = {}
-    for op, phases in sorted((report.get("valid_rates") or {}).items()):
-        acc = rej = 0
-        for counts in phases.values():
-            acc += int(counts.get("accepted", 0))
-            rej += int(counts.get("rejected", 0))
-        per_op[op] = {"accepted": acc, "rejected": rej}
     warnings = {k: v for k, v in (report.get("warnings") or {}).items() if v}
     return {
         "version": report.get("schemathesis_version"),
@@ -152,8 +149,27 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
         "failures": report.get("failures", []),
         "errors": report.get("errors", []),
         "warnings": warnings,
-        "per_operation": per_op,
     }
+
+
+def statuses_by_operation(har_path: Path, schema: dict[str, Any]) -> dict[str, Counter[int]]:
+    """Every request schemathesis sent (its HAR log), counted by operation and status; methods
+    a path does not have (schemathesis probes them all) are counted in one row."""
+    paths = list(schema["paths"])
+    documented = {f"{m.upper()} {p}" for p, ops in schema["paths"].items() for m in ops}
+    templates = [
+        (re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(p)) + "$"), p)
+        for p in sorted(paths, key=lambda p: ("{" in p, p))  # literal paths match first
+    ]
+    out: dict[str, Counter[int]] = {}
+    for entry in json.loads(har_path.read_text())["log"]["entries"]:
+        method = entry["request"]["method"]
+        path = urlsplit(entry["request"]["url"]).path
+        name = f"{method} " + next((t for rx, t in templates if rx.match(path)), "(other paths)")
+        if name not in documented:
+            name = "(undocumented methods, all paths)"
+        out.setdefault(name, Counter())[int(entry["response"]["status"])] += 1
+    return dict(sorted(out.items(), key=lambda kv: (kv[0].startswith("("), kv[0])))
 
 
 def internal_errors(log_path: Path) -> list[str]:
@@ -167,6 +183,7 @@ def internal_errors(log_path: Path) -> list[str]:
 
 def render(
     s: dict[str, Any],
+    statuses: dict[str, Counter[int]],
     examples: int,
     seed: int,
     seconds: float,
@@ -197,11 +214,18 @@ def render(
         "log; schemathesis exit code "
         f"{s['exit_code']}.",
         "",
-        "| operation | cases accepted | cases rejected (4xx) |",
-        "|---|---:|---:|",
+        "Responses by operation and status (every request schemathesis sent, from its HAR log):",
+        "",
+        "| operation | requests | 2xx | 4xx | 5xx | statuses |",
+        "|---|---:|---:|---:|---:|---|",
     ]
-    for op, c in s["per_operation"].items():
-        lines.append(f"| `{op}` | {c['accepted']} | {c['rejected']} |")
+    for op, counts in statuses.items():
+        by_class = Counter(code // 100 for code in counts.elements())
+        detail = ", ".join(f"{code}: {n}" for code, n in sorted(counts.items()))
+        lines.append(
+            f"| `{op}` | {sum(counts.values())} | {by_class[2]} | {by_class[4]} | "
+            f"{by_class[5]} | {detail} |"
+        )
     lines.append("")
     if s["failures"]:
         lines.append("Failures:")
@@ -264,8 +288,14 @@ def main(argv: list[str] | None = None) -> int:
     log_path = work / "server.log"
     report_path = work / "schemathesis-report.json"
     report_path.unlink(missing_ok=True)
+    report_path.with_suffix(".har").unlink(missing_ok=True)
     server, url = start_server(repo, token, log_path)
     try:
+        import httpx
+
+        schema = httpx.get(
+            f"{url}/openapi.json", headers={"Authorization": f"Bearer {token}"}, timeout=30
+        ).json()
         code, seconds = run_schemathesis(
             url, token, args.examples, args.seed, report_path, args.workers
         )
@@ -276,8 +306,11 @@ def main(argv: list[str] | None = None) -> int:
         return code or 1
     summary = summarize(json.loads(report_path.read_text()))
     errors = internal_errors(log_path)
+    har = report_path.with_suffix(".har")
+    statuses = statuses_by_operation(har, schema) if har.exists() else {}
     section = render(
         summary,
+        statuses,
         args.examples,
         args.seed,
         seconds,
@@ -286,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     write_section(args.out, section)
     print(f"apifuzz: wrote {args.out} (server exit {server_rc}; report {report_path})")
-    failed = bool(summary["failures"] or summary["errors"] or errors or code)
+    five_xx = sum(n for c in statuses.values() for code, n in c.items() if code >= 500)
+    failed = bool(summary["failures"] or summary["errors"] or errors or code or five_xx)
     return 1 if failed else 0
 
 

@@ -246,6 +246,8 @@ def test_error_statuses(client: httpx.Client) -> None:
     assert "unknown query_id" in error_of(unknown, unknown.status_code)["message"]
     malformed = client.get("/feedback/not-a-query-id")
     error_of(malformed, 422)
+    too_long = client.post("/search", json={"query": "x" * 201})
+    assert error_of(too_long, 422)["message"].endswith("(server.max_query_chars)")
 
 
 # -- feedback ------------------------------------------------------------------------------------

@@ -434,7 +434,7 @@ def _request_models(limits: _Limits) -> dict[str, type[BaseModel]]:
                 "examples": [
                     {
                         "query_id": "3f2b6c1e9a0d4e7f8b1c2d3e4f5a6b7c",
-                        "chunk_id": "json/decoder.py#JSONDecoder.decode",
+                        "chunk_id": "d3fafb1b-6511-536b-a2c0-74df8245c3bc",
                         "rating": "helpful",
                         "comment": "exactly the function I needed",
                     }
@@ -461,7 +461,7 @@ def _request_models(limits: _Limits) -> dict[str, type[BaseModel]]:
                 "examples": [
                     {
                         "query_id": "3f2b6c1e9a0d4e7f8b1c2d3e4f5a6b7c",
-                        "used_chunk_ids": ["json/decoder.py#JSONDecoder.decode"],
+                        "used_chunk_ids": ["d3fafb1b-6511-536b-a2c0-74df8245c3bc"],
                     }
                 ]
             },
@@ -688,6 +688,14 @@ def api_token(engine: "ServingEngine") -> str | None:
     return token or None
 
 
+_LIMIT_SETTINGS = {
+    "query": "server.max_query_chars",
+    "top_k": "server.max_top_k",
+    "budget": "server.max_budget",
+}
+"""Request fields whose upper limit is a setting: a refusal names the setting."""
+
+
 def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
     """Each failing field as {loc, message, type}: JSON-safe (pydantic's own entries may hold
     the offending input and exception objects)."""
@@ -704,6 +712,9 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
             loc = []
         elif loc and loc[0] == "body":
             loc = loc[1:]
+        setting = _LIMIT_SETTINGS.get(str(loc[0])) if len(loc) == 1 else None
+        if setting is not None and kind in ("less_than_equal", "string_too_long"):
+            message = f"{message} ({setting})"
         out.append(
             {
                 "loc": [p if isinstance(p, int) else str(p) for p in loc],

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import ragloom
 from ragloom.embed.base import Embedder
-from ragloom.errors import InputError
+from ragloom.errors import IndexNotFoundError, InputError
 from ragloom.server import ServingEngine
 from ragloom.settings import Settings
 
@@ -145,6 +145,8 @@ def test_cache_hit_on_repeat_and_miss_after_a_new_generation(
 
     write_tree(repo, 1)
     job = engine.start_reindex()
+    assert engine.start_reindex() == job  # one job at a time (an update takes >100 ms)
+    assert engine.status()["jobs"] == 1
     done = engine.wait_job(job, timeout=120)
     assert done is not None and done["state"] == "succeeded", done
     assert done["stats"]["generation"] == first["generation"] + 1
@@ -332,3 +334,8 @@ def test_cli_answers_carry_a_query_id_for_feedback(repo: Path) -> None:
     assert json.loads(stats.stdout)["helpful_count"] == 1
     unknown = run_cli("feedback", "stats", "f" * 32, cwd=repo)
     assert unknown.returncode == 3 and "unknown query_id" in unknown.stderr
+
+
+def test_open_without_an_index_names_the_command(tmp_path: Path) -> None:
+    with pytest.raises(IndexNotFoundError, match="ragloom index"):
+        ServingEngine.open(tmp_path, Settings())

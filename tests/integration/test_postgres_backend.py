@@ -14,6 +14,7 @@ repository is measured in docs/postgres.md.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -83,6 +84,12 @@ def test_same_top_results_as_the_embedded_backend(
         assert ctx.parts and ctx.text == want_ctx.text
         st = reader.status(freshness=True)
         assert st.generation == 1 and st.vectors_ready and st.stale_files == 0
+        # the CLI selects the database with --dsn (the repository is the only one there)
+        api_ids = [h.id for h in reader.search(QUERIES[0], top_k=5).hits]
+        proc = run_cli("search", QUERIES[0], "-k", "5", "--dsn", pg_dsn, "--json", check=True)
+        cli_hits = json.loads(proc.stdout)
+        assert [h["id"] for h in cli_hits] == api_ids
+        assert {h["generation"] for h in cli_hits} == {1}
     finally:
         reader.close()
         pg.close()

@@ -14,7 +14,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from ragloom.cli.app import echo_json, handle_errors, open_for_read
+from ragloom.cli.app import echo_json, handle_errors
+from ragloom.cli.backend import backend_options, open_read
 from ragloom.cli.feedback import log_answer
 from ragloom.cli.sources import query_source_options, run_context, run_search
 from ragloom.ingest.chunker import part_label
@@ -78,6 +79,7 @@ def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
 @click.option("--explain", is_flag=True, help="Show each modality's rank and score, and boosts.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list.")
 @query_source_options
+@backend_options
 @handle_errors
 def search_cmd(
     query: str,
@@ -86,10 +88,13 @@ def search_cmd(
     strategy: str,
     explain: bool,
     as_json: bool,
+    backend: str | None = None,
+    dsn: str | None = None,
+    repo: str | None = None,
     **source_args: Any,
 ) -> None:
     """Search the index for QUERY."""
-    idx = open_for_read(str(index_dir) if index_dir else None)
+    idx = open_read(index_dir, backend, dsn, repo)
     given = _configured(idx.root, {"top_k": "ranking.top_k", "strategy": "ranking.strategy"})
     top_k = given.get("top_k", top_k)
     strategy = given.get("strategy", strategy)
@@ -168,6 +173,7 @@ def search_cmd(
 @click.option("--scores", is_flag=True, help="Include scores in the rendered context.")
 @click.option("--json", "as_json", is_flag=True, help="Print parts, stats and text as JSON.")
 @query_source_options
+@backend_options
 @handle_errors
 def context_cmd(
     query: str,
@@ -179,10 +185,13 @@ def context_cmd(
     strategy: str,
     scores: bool,
     as_json: bool,
+    backend: str | None = None,
+    dsn: str | None = None,
+    repo: str | None = None,
     **source_args: Any,
 ) -> None:
     """Assemble a deduplicated, stitched, token-budgeted context for QUERY."""
-    idx = open_for_read(str(index_dir) if index_dir else None)
+    idx = open_read(index_dir, backend, dsn, repo)
     given = _configured(
         idx.root,
         {

@@ -338,10 +338,15 @@ def test_reindex_job_to_completion(client: httpx.Client, repo: Path) -> None:
 
 
 def test_serve_http_command(repo: Path, tmp_path: Path) -> None:
+    """``ragloom serve http``: a missing index is one error line; otherwise it prints its URL,
+    answers with the repository's configuration, applies an edit of ``ragloom.toml`` live, and
+    stops gracefully on SIGTERM."""
     missing = run_cli("serve", "http", str(tmp_path))
     assert missing.returncode == 21
     assert missing.stderr.startswith("error: no index at") and missing.stderr.count("\n") == 1
 
+    config = repo / "ragloom.toml"
+    config.write_text("[ranking]\ntop_k = 3\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGLOOM_")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "ragloom.cli", "serve", "http", str(repo), "--port", "0"],
@@ -357,13 +362,20 @@ def test_serve_http_command(repo: Path, tmp_path: Path) -> None:
         assert match, (line, proc.stderr.read() if proc.poll() is not None else "")
         with httpx.Client(base_url=match.group(1), timeout=30) as c:
             assert c.get("/healthz").status_code == 200
-            resp = c.post("/search", json={"query": "decode JSON", "top_k": 2})
+            resp = c.post("/search", json={"query": "decode JSON"})
             assert resp.status_code == 200, resp.text
-            assert len(resp.json()["hits"]) == 2
+            assert resp.json()["top_k"] == 3 and len(resp.json()["hits"]) == 3
+            config.write_text("[ranking]\ntop_k = 2\n")  # live reload, no restart
+            deadline = time.monotonic() + 20
+            while c.post("/search", json={"query": "decode JSON"}).json()["top_k"] != 2:
+                assert time.monotonic() < deadline, "the configuration edit was not applied"
+                time.sleep(0.2)
     finally:
+        config.unlink()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err  # a graceful stop: the engine is closed, the log flushed
+    assert "configuration reloaded from" in err
 
 
 # -- the serving benchmark's client --------------------------------------------------------------

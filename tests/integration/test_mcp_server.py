@@ -137,6 +137,7 @@ def test_stdio_every_tool(repo: Path) -> None:
             status = structured(await client.call_tool("index_status", {}))
             assert status["chunks"] > 20 and status["files"] >= 5
             assert "cache" in status and status["generation"] == answer["generation"]
+            assert status["stale_files"] is None  # no directory walk unless asked
 
             # record_feedback with ids from an earlier answer
             fb = structured(
@@ -182,6 +183,8 @@ def test_stdio_every_tool(repo: Path) -> None:
                 '    """Frobnicate every widget in the registry, in order."""\n'
                 "    return [w.frobnicate() for w in registry]\n"
             )
+            fresh = structured(await client.call_tool("index_status", {"freshness": True}))
+            assert fresh["stale_files"] == 1 and fresh["stale"]["added"] == ["widgets.py"]
             progress: list[tuple[float, float | None, str | None]] = []
 
             async def on_progress(value: float, total: float | None, message: str | None) -> None:
@@ -194,6 +197,9 @@ def test_stdio_every_tool(repo: Path) -> None:
             values = [p[0] for p in progress]
             assert values == sorted(values) and len(set(values)) == len(values), progress
             assert all(p[2] for p in progress)
+            assert job["stats"]["files_changed"] == 1, job
+            fresh = structured(await client.call_tool("index_status", {"freshness": True}))
+            assert fresh["stale_files"] == 0
             after = structured(
                 await client.call_tool("search_code", {"query": NEW_FILE_SYMBOL, "top_k": 3})
             )

@@ -32,6 +32,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ragloom.api import Index
 from ragloom.errors import RagError
 from ragloom.server.engine import ServingEngine
 
@@ -242,8 +243,8 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
             "path, start_line-end_line, kind, symbol, score and the chunk id, plus a query_id "
             "for record_feedback. No source text is returned: use get_context to read code, "
             "or this tool when you only need locations (to open files yourself, to list "
-            "candidates, to check whether a symbol exists). Fast (milliseconds on a warm "
-            f"index). Limits: query <= {max_chars} characters, top_k <= {max_top_k}."
+            "candidates, to check whether a symbol exists). Fast (tens of milliseconds on a "
+            f"warm index). Limits: query <= {max_chars} characters, top_k <= {max_top_k}."
         ),
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
@@ -292,7 +293,7 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
             Format | None,
             Field(
                 description=(
-                    "How the context is rendered: xml (default; <file path=...> blocks), "
+                    "How the context is rendered: xml (default; <chunk path=... lines=...> elements), "
                     "markdown (fenced code), plain (==> path:lines <== headers) or json."
                 )
             ),
@@ -323,14 +324,32 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
         title="Index status",
         description=(
             "Report the index: files and chunks (by kind and language), embedding model, BM25 "
-            "and vector readiness, stale files (changed on disk since indexing: if any, call "
-            "reindex), index generation, query-cache and embedding-cache hit rates, and the "
-            "number of running reindex jobs. Takes no arguments; cheap."
+            "and vector readiness, index generation, query-cache and embedding-cache hit "
+            "rates, and the number of running reindex jobs. With freshness=true it also walks "
+            "the repository and lists the files changed, added or removed since they were "
+            "indexed (stale_files, stale): if there are any, call reindex. Cheap without "
+            "freshness; with it, a directory walk (a second or so on a large repository)."
         ),
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
-    def index_status() -> dict[str, Any]:
-        return engine.status()
+    def index_status(
+        freshness: Annotated[
+            bool,
+            Field(
+                description=("Also compare the files on disk with the index (stale_files, stale).")
+            ),
+        ] = False,
+    ) -> dict[str, Any]:
+        out = engine.status()
+        if freshness:
+            idx = Index(engine.root, engine.index_dir)
+            try:
+                stale = idx.stale_files()
+            finally:
+                idx.close()
+            out["stale"] = stale
+            out["stale_files"] = sum(len(v) for v in stale.values())
+        return out
 
     @server.tool(
         name="reindex",
@@ -343,7 +362,7 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
             "Queries keep answering from the previous generation until it finishes. If a "
             "reindex is already running, this call follows that job instead of starting "
             "another (joined_running=true). Use it after editing files, or when index_status "
-            "reports stale files."
+            "(freshness=true) reports stale files; a run with nothing to do takes about a second."
         ),
         annotations=ToolAnnotations(
             read_only_hint=False,
@@ -363,8 +382,9 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
         description=(
             "Tell ragloom whether a chunk of an earlier answer helped: query_id from a "
             "search_code or get_context answer, chunk_id from one of its hits (id) or context "
-            "parts (chunk_id), rating helpful | not_helpful | partially_helpful, and an optional comment. "
-            "Stored in the index's database to improve ranking; returns the stored record. "
+            "parts (chunk_id), rating helpful | not_helpful | partially_helpful, and an optional "
+            "comment. Stored beside the index (per-query statistics: `ragloom feedback stats`); "
+            "returns the stored record. An unknown query_id is an error. "
             "Call it once per chunk you judged."
         ),
         annotations=ToolAnnotations(

@@ -27,11 +27,25 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("repo", type=Path)
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument(
+        "--with-code",
+        action="store_true",
+        help="also index the code (work trees only) and compare the wall time of a code-only "
+        "query with code+docs+commits through the orchestrator",
+    )
+    ap.add_argument("--model", default=None, help="embedder for --with-code (e.g. hashing)")
     args = ap.parse_args()
     root = args.repo.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         index_dir = Path(tmp) / "index"
         names = ["commits"] if (root / "HEAD").exists() else ["docs", "commits"]
+        if args.with_code:
+            import ragloom
+
+            t0 = time.perf_counter()
+            ragloom.Index(root, index_dir, embedder=args.model).index()
+            print(f"code index {time.perf_counter() - t0:.2f} s")
+            names = ["code", *names]
         ss = SourceSet(root, index_dir, names)
         t0 = time.perf_counter()
         for rep in ss.sync():
@@ -55,6 +69,22 @@ def main() -> None:
             ids = [h.id for h in res.hits if h.source == "commits"]
             first += bool(ids[:1] == [c.sha])
             top5 += c.sha in ids[:5]
+        if args.with_code:
+            alone = SourceSet(root, index_dir, ["code"])
+            walls: dict[str, list[float]] = {"code": [], "+".join(names): []}
+            for c in picked[:100]:
+                q = clean_message(c.message)
+                for key, which in (("code", alone), ("+".join(names), ss)):
+                    t1 = time.perf_counter()
+                    which.search(q, top_k=10)
+                    walls[key].append((time.perf_counter() - t1) * 1000)
+            alone.close()
+            for key, vals in walls.items():
+                vals.sort()
+                print(
+                    f"wall {key}: p50 {statistics.median(vals):.1f} ms, "
+                    f"p95 {vals[int(0.95 * (len(vals) - 1))]:.1f} ms ({len(vals)} queries)"
+                )
         ss.close()
         n = len(lat)
         lat.sort()

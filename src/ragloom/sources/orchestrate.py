@@ -13,8 +13,16 @@
    code index chunks Markdown and text too): each section counts once, with the docs weight.
 4. Weighted RRF over the per-source lists (:func:`ragloom.retrieve.fusion.rrf_fuse_explain`,
    k = 60, weights from the settings: code 1.0, docs 0.3, issues 0.2, prs 0.2, commits 0.1),
-   then min-max normalisation and the additive recency boost (:func:`apply_recency`, 0.1 and
-   30 days) on the items that have a date, as the code retriever does for its own boost.
+   scores divided by the top one, then the recency boost of tamma phase 5
+   (:func:`ragloom.retrieve.fusion.recency_boost`: 0.1 for a new item, decaying over 30 days)
+   applied as a factor ``score * (1 + boost)`` to the items that have a date.
+
+   Why a factor and not the code retriever's additive boost after min-max: across sources the
+   low-weight lists sit near 0 after min-max (a commit at rank 1 is 0.1/61 against code's 1/61),
+   so an additive 0.1 ordered the commits by age instead of relevance (a commit's own subject
+   found it first 0.866 of the time among code, docs and commits, against 0.975 alone;
+   docs/sources.md). A factor keeps each source's weight meaningful and lets recency reorder
+   only items within 10 % of each other (about six RRF ranks at k = 60).
 """
 
 from __future__ import annotations
@@ -28,12 +36,7 @@ from typing import TypeVar
 
 from ragloom.errors import SearchError
 from ragloom.retrieve.config import RRF_K_DEFAULT, RecencyConfig
-from ragloom.retrieve.fusion import (
-    SECONDS_PER_DAY,
-    apply_recency,
-    normalize_scores,
-    rrf_fuse_explain,
-)
+from ragloom.retrieve.fusion import SECONDS_PER_DAY, recency_boost, rrf_fuse_explain
 from ragloom.sources.base import RetrieveOptions, Source, SourceHit, SourceQuery
 
 __all__ = [
@@ -181,12 +184,17 @@ def fuse_sources(
     if not fused:
         return []
     rrf = {it.id: it for it in fused}
-    normalised = normalize_scores([(it.id, it.score) for it in fused])
+    top = fused[0].score
+    norm = {it.id: (it.score / top if top > 0 else 0.0) for it in fused}
     cfg = recency if recency is not None else RecencyConfig()
     when = time.time() if now is None else now
     dates = {uid: h.date for uid, h in by_uid.items() if h.date is not None}
-    boosted = apply_recency(normalised, dates, when, cfg)
-    norm = dict(normalised)
+    final: dict[str, float] = {}
+    for uid, base in norm.items():
+        date = dates.get(uid)
+        lift = 0.0 if date is None else recency_boost(when - date, cfg.boost, cfg.decay_days)
+        final[uid] = base * (1.0 + lift)
+    boosted = sorted(final.items(), key=lambda kv: (-kv[1], kv[0]))
     out: list[SourceHit] = []
     for uid, score in boosted:
         h = by_uid[uid]
@@ -202,6 +210,7 @@ def fuse_sources(
             "normalised": norm[uid],
             "recency": {
                 "boost": score - norm[uid],
+                "factor": score / norm[uid] if norm[uid] else 1.0,
                 "age_days": None
                 if date is None
                 else round(max(when - date, 0.0) / SECONDS_PER_DAY, 2),

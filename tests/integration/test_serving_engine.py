@@ -339,3 +339,42 @@ def test_cli_answers_carry_a_query_id_for_feedback(repo: Path) -> None:
 def test_open_without_an_index_names_the_command(tmp_path: Path) -> None:
     with pytest.raises(IndexNotFoundError, match="ragloom index"):
         ServingEngine.open(tmp_path, Settings())
+
+
+def test_queries_keep_answering_through_a_rebuild(engine: ServingEngine, repo: Path) -> None:
+    """A rebuild deletes the database the engine reads and writes a new one: the old reader
+    answers until the new file has published a generation, then a new reader (epoch) takes
+    over; no request fails or comes back empty."""
+    epoch = engine.status()["epoch"]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    empty: list[dict[str, Any]] = []
+    count = [0]
+
+    def worker(i: int) -> None:
+        while not stop.is_set():
+            try:
+                a = engine.search(QUERIES[i % len(QUERIES)], strategy="sparse", top_k=3)
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            count[0] += 1
+            if not a["hits"]:
+                empty.append(a)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        ragloom.open(repo).index(rebuild=True, embed=False)
+        deadline = time.monotonic() + 30
+        while engine.status()["epoch"] == epoch and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors[:3]
+    assert not empty, empty[:2]
+    assert count[0] > 20
+    assert engine.status()["epoch"] == epoch + 1

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sqlite3
 import threading
 import time
 import uuid
@@ -61,6 +62,8 @@ BM25_WORKERS = 4
 """Threads running BM25 searches beside the dense side of concurrent hybrid queries (tantivy
 releases the GIL while it searches; docs/serving.md)."""
 _STATUS_TTL_S = 2.0
+_REOPEN_RETRY_S = 0.25
+"""While a rebuilt database has published nothing, the engine looks again this often."""
 _FLIGHT_WAIT_S = 30.0
 """An identical request waits this long for the first one's answer before computing its own."""
 """BM25 state read for ``/metrics`` is reused this long (it opens the engine folder)."""
@@ -93,6 +96,23 @@ def _db_ident(index_dir: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino)
+
+
+def _published_generation(index_dir: Path) -> int:
+    """The published generation of the database in ``index_dir`` (0 when unreadable), read
+    without the store's schema checks (the file may be half-made by a rebuild)."""
+    try:
+        db = sqlite3.connect(f"file:{index_dir / DB_NAME}?mode=ro", uri=True, timeout=1)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
+    try:
+        return int(row[0]) if row else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 @dataclass(eq=False)
@@ -186,6 +206,7 @@ class ServingEngine:
             self._batcher = BatchingEmbedder(base, window_ms=settings.server.batch_window_ms)
             self._embedder = CachingEmbedder(self._batcher, self._embedding_cache)
         self._epoch = 0
+        self._reopen_after = 0.0
         self._inflight: dict[tuple[object, ...], _Flight] = {}
         self._reader: _Reader = self._open_reader()
         self._fallbacks = {"dense_unavailable": 0, "bm25_unavailable": 0}
@@ -264,11 +285,8 @@ class ServingEngine:
         with self._lock:
             reader = self._reader
             if ident is not None and ident != reader.ident:
-                try:
-                    fresh = self._open_reader()
-                except RagError as exc:  # half-written rebuild: keep answering from the old
-                    log.warning("could not re-open the rebuilt index yet: %s", exc)
-                else:
+                fresh = self._replacement()
+                if fresh is not None:
                     reader.retired = True
                     self._reader = fresh
                     if reader.refs == 0:
@@ -282,6 +300,23 @@ class ServingEngine:
                 reader.refs -= 1
                 if reader.retired and reader.refs == 0:
                     reader.close()
+
+    def _replacement(self) -> _Reader | None:
+        """A reader of a new database file (a rebuild), once that file has published a
+        generation; until then (the rebuild is still writing it: no BM25 engine yet, nothing
+        published) None, and the old reader keeps answering. Checked at most every
+        :data:`_REOPEN_RETRY_S` (called with the engine lock held)."""
+        now = time.monotonic()
+        if now < self._reopen_after:
+            return None
+        self._reopen_after = now + _REOPEN_RETRY_S
+        if _published_generation(self.index_dir) < 1:
+            return None
+        try:
+            return self._open_reader()
+        except RagError as exc:  # manifest or engines not in place yet
+            log.info("rebuilt index not ready for reading yet: %s", exc)
+            return None
 
     # -- parameters ---------------------------------------------------------------------
     @staticmethod

@@ -143,6 +143,7 @@ def test_cache_hit_on_repeat_and_miss_after_a_new_generation(
     assert again["hits"] == first["hits"]
     assert engine.search("holder class method")["cache_hit"] is False  # case is kept
 
+    emb_hits = engine.status()["embedding_cache"]["hits"]
     write_tree(repo, 1)
     job = engine.start_reindex()
     assert engine.start_reindex() == job  # one job at a time (an update takes >100 ms)
@@ -152,6 +153,8 @@ def test_cache_hit_on_repeat_and_miss_after_a_new_generation(
     assert done["stats"]["generation"] == first["generation"] + 1
     after = engine.search("Holder class method")
     assert after["cache_hit"] is False
+    # a new generation, the same text: the query embedding comes from its cache, not ONNX
+    assert engine.status()["embedding_cache"]["hits"] > emb_hits
     assert after["generation"] == first["generation"] + 1
     assert versions(after) == {1}
     assert engine.search("Holder class method")["cache_hit"] is True

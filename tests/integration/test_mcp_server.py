@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
+import signal
 import subprocess
 import sys
 import time
@@ -21,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
 from tests.conftest import copy_stdlib_packages, run_cli
@@ -33,6 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 TOOLS = {"search_code", "get_context", "index_status", "reindex", "record_feedback"}
 QUERY = "decode a JSON document into Python objects"
 NEW_FILE_SYMBOL = "frobnicate_widget_registry"
+TOKEN = "mcp-test-token"
 
 
 @pytest.fixture(scope="module")
@@ -212,45 +216,61 @@ def test_stdio_every_tool(repo: Path) -> None:
         (repo / "widgets.py").unlink(missing_ok=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_streamable_http(repo: Path) -> None:
-    port = _free_port()
+def test_streamable_http_with_token(repo: Path) -> None:
+    """``--transport http --port 0``: the URL on stderr, the bearer token of the HTTP API
+    required when set, every tool answering, SIGTERM a clean exit."""
     errlog_path = repo.parent / "mcp-http-stderr.log"
+    env = {**os.environ, **_env(), "RAGLOOM_API_TOKEN": TOKEN}
     with (
         errlog_path.open("w") as errlog,
         subprocess.Popen(
-            serve_argv(repo, "--transport", "http", "--port", str(port)),
+            serve_argv(repo, "--transport", "http", "--port", "0"),
             stdout=subprocess.DEVNULL,
             stderr=errlog,
-            env={**os.environ, **_env()},
+            env=env,
         ) as proc,
     ):
         try:
-            deadline = time.monotonic() + 30
-            while True:
+            deadline = time.monotonic() + 60
+            while not (
+                m := re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", errlog_path.read_text())
+            ):
                 assert proc.poll() is None, errlog_path.read_text()
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                        break
-                except OSError:
-                    assert time.monotonic() < deadline, "HTTP MCP server did not start"
-                    time.sleep(0.1)
-            run(lambda: _http_session(f"http://127.0.0.1:{port}/mcp"))
+                assert time.monotonic() < deadline, "HTTP MCP server did not start"
+                time.sleep(0.1)
+            url = m.group(1)
+            assert "(bearer token required)" in errlog_path.read_text()
+            refused = httpx.post(url, json=RAW_INITIALIZE, timeout=10)
+            assert refused.status_code == 401
+            wrong = httpx.post(
+                url, json=RAW_INITIALIZE, headers={"Authorization": "Bearer nope"}, timeout=10
+            )
+            assert wrong.status_code == 401
+            run(lambda: _http_session(url))
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == 0, errlog_path.read_text()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+            if proc.poll() is None:
                 proc.kill()
 
 
+RAW_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
 async def _http_session(url: str) -> None:
-    async with Client(url, read_timeout_seconds=60) as client:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http), read_timeout_seconds=60) as client,
+    ):
         names = {t.name for t in (await client.list_tools()).tools}
         assert names == TOOLS
         ctx = structured(await client.call_tool("get_context", {"query": QUERY}))

@@ -20,8 +20,12 @@ there: the SDK points fd 1 at stderr while it serves and logs go to stderr) and 
 HTTP (``/mcp`` on 127.0.0.1 unless told otherwise).
 """
 
+import hmac
 import json
 import logging
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
@@ -36,7 +40,7 @@ from ragloom.api import Index
 from ragloom.errors import RagError
 from ragloom.server.engine import ServingEngine
 
-__all__ = ["DEFAULT_MCP_PORT", "FORMATS", "RATINGS", "build_server", "run_mcp"]
+__all__ = ["DEFAULT_MCP_PORT", "FORMATS", "RATINGS", "BearerGate", "build_server", "run_mcp"]
 
 log = logging.getLogger(__name__)
 
@@ -496,15 +500,84 @@ def run_mcp(
     host: str = "127.0.0.1",
     port: int = DEFAULT_MCP_PORT,
 ) -> None:
-    """Serve ``engine`` over MCP until the client disconnects (stdio) or the process is
-    stopped (HTTP). Logs go to stderr; on stdio, stdout carries only the protocol."""
+    """Serve ``engine`` over MCP until the client disconnects (stdio: end of input), or
+    SIGINT / SIGTERM; then return, so the caller closes the engine (its query log is flushed
+    there). Logs go to stderr; on stdio, stdout carries only the protocol.
+
+    HTTP: streamable HTTP at ``http://HOST:PORT/mcp`` (port 0 picks a free one); the URL is
+    printed on stderr. When a bearer token is configured (``settings.server.api_token`` or
+    ``RAGLOOM_API_TOKEN``, as for ``ragloom serve http``) every request must carry it.
+    """
     from ragloom.logs import configure_logging
 
     configure_logging()
     server = build_server(engine)
-    if transport == "stdio":
-        server.run("stdio")
-    elif transport == "http":
-        server.run("streamable-http", host=host, port=port)
-    else:
+    if transport not in ("stdio", "http"):
         raise ValueError(f"unknown MCP transport {transport!r} (stdio | http)")
+    # SIGTERM (what MCP clients send after closing stdin, and what service managers send)
+    # ends the server like Ctrl-C: the event loop unwinds and this function returns.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main else None
+    try:
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            _serve_http(server, engine, host, port)
+    except KeyboardInterrupt:
+        log.info("MCP server stopped by a signal")
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _serve_http(server: MCPServer[Any], engine: ServingEngine, host: str, port: int) -> None:
+    import uvicorn
+
+    from ragloom.server.http import api_token, bind_socket, url_of
+
+    sock = bind_socket(host, port)
+    try:
+        app: Any = server.streamable_http_app(host=host)
+        token = api_token(engine)
+        if token is not None:
+            app = BearerGate(app, token)
+        auth = " (bearer token required)" if token else ""
+        print(f"ragloom: MCP over streamable HTTP at {url_of(sock)}/mcp{auth}", file=sys.stderr)
+        config = uvicorn.Config(app, log_level="warning", access_log=False)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+class BearerGate:
+    """ASGI wrapper: HTTP requests without ``Authorization: Bearer <token>`` get 401.
+
+    The same token as the HTTP API's, compared in constant time; lifespan events pass (the
+    MCP app starts its session manager there).
+    """
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers") or []).get(b"authorization", b"")
+        if hmac.compare_digest(given, self._expected):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps({"error": "missing or wrong bearer token"}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b"Bearer"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

@@ -52,6 +52,8 @@ bench: $(STAMP)
 		--synthetic 500000 --work-dir bench-out/scale --out docs/benchmarks.md
 	$(PY) scripts/bench_serving.py bench-out/corpora/c100k --work-dir bench-out/serving \
 		--json-out bench-out/serving/results.json --out docs/benchmarks.md
+	$(PY) scripts/bench_mcp.py --work-dir bench-out/mcp --json-out bench-out/mcp/results.json \
+		--out docs/benchmarks.md --out docs/mcp.md
 
 eval: $(STAMP)
 	$(PY) -m pip install -q -e '.[eval]'

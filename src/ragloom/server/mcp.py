@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ragloom.api import Index
 from ragloom.errors import RagError
 from ragloom.server.engine import ServingEngine
+from ragloom.server.feedback import MAX_COMMENT_CHARS
 
 __all__ = ["DEFAULT_MCP_PORT", "FORMATS", "RATINGS", "BearerGate", "build_server", "run_mcp"]
 
@@ -415,7 +416,7 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
         rating: Annotated[Rating, Field(description="How useful the chunk was.")],
         comment: Annotated[
             str | None,
-            Field(max_length=max_chars, description="Optional free text: why."),
+            Field(max_length=MAX_COMMENT_CHARS, description="Optional free text: why."),
         ] = None,
     ) -> dict[str, Any]:
         return engine.record_feedback(query_id, chunk_id, rating, comment)

@@ -6,7 +6,9 @@
 ``INDEX_PATH`` is a repository root or its index folder (``make bench`` passes the 100k-chunk
 ``bench-out/corpora/c100k``). The server is ``ragloom serve http`` in a process of its own (as
 a team would run it) on a free loopback port; the client is one asyncio process with ``httpx``
-and one connection per concurrent request. Three phases:
+and one keep-alive connection per concurrent request. First two sequential baselines: one
+cached answer asked 200 times (the HTTP layer's own cost: client latency minus the engine's)
+and 50 new queries one at a time (what one query costs without queueing). Then three phases:
 
 1. **cold**: ``rounds`` bursts of ``concurrency`` simultaneous ``POST /context`` requests,
    every query distinct and never asked before (no cache can answer): client-side latency
@@ -67,6 +69,7 @@ class ServingBenchConfig:
     mix_pool: int = 40
     mix_requests: int = 1000
     overhead_requests: int = 200
+    sequential_cold: int = 50
     seed: int = 12
 
 
@@ -391,6 +394,15 @@ async def _phases(
             "sequential, cached", samples, time.perf_counter() - t0, cfg.overhead_requests
         )
 
+        # 0b. one cold request at a time: what a single query costs without queueing
+        samples = []
+        t0 = time.perf_counter()
+        for q in queries.take(cfg.sequential_cold):
+            samples += await burst(raw, [q], cfg.budget)
+        out["sequential_cold"] = summarize(
+            "sequential, cold", samples, time.perf_counter() - t0, cfg.sequential_cold
+        )
+
         # 1. cold
         samples = []
         t0 = time.perf_counter()
@@ -486,7 +498,8 @@ def run_serving_bench(cfg: ServingBenchConfig, *, work_dir: Path) -> dict[str, A
     if not index.exists:
         raise InputError(f"no index at {index.index_dir}; create one with `ragloom index PATH`")
     queries = load_queries(cfg.queries_file, index.index_dir)
-    fixed = cfg.concurrency * (1 + cfg.rounds) + cfg.mix_pool + 1  # warm-up, cold, mix, hot
+    # warm-up, cold bursts, mix pool, the cached query, sequential cold queries
+    fixed = cfg.concurrency * (1 + cfg.rounds) + cfg.mix_pool + 1 + cfg.sequential_cold
     spare_bursts = (len(queries) - fixed) // cfg.concurrency  # for the re-index phase
     if spare_bursts < 1:
         raise InputError(
@@ -554,8 +567,9 @@ def render_markdown(r: dict[str, Any], command: str) -> str:
         "",
         f"Measured {r['started_at']} at commit {r['commit'] or '?'} with `{command}`: the "
         f"real `ragloom serve http` (own process, default settings) on `{r['path']}` "
-        f"({idx['chunks']} chunks, {idx['files']} files, {idx['model']}); one asyncio httpx "
-        f"client process, {cfg['concurrency']} connections, every burst {cfg['concurrency']} "
+        f"({idx['chunks']} chunks, {idx['files']} files, {idx['model']}); one asyncio client "
+        f"process (raw HTTP/1.1 on {cfg['concurrency']} keep-alive connections), every burst "
+        f"{cfg['concurrency']} "
         f"simultaneous `POST /context` (budget {cfg['budget']} tokens). Python {m['python']}, "
         f"{m['cpus']} CPUs shared with other work (load average {m['loadavg_before'][0]} "
         f"before, {m['loadavg_after'][0]} after). Latency is the client's (send to last "
@@ -565,6 +579,7 @@ def render_markdown(r: dict[str, Any], command: str) -> str:
         "| req/s | cache hits |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         _row(r["overhead"]),
+        _row(r["sequential_cold"]),
         _row(r["cold"]),
         _row(r["reindex"]),
         _row(r["mix"]),
@@ -587,7 +602,8 @@ def render_markdown(r: dict[str, Any], command: str) -> str:
             f"layer's own cost (client p50 minus engine p50) is "
             f"{ov['p50_ms'] - ov['server_p50_ms']:.2f} ms."
         )
-    errs = [e for k in ("overhead", "cold", "reindex", "mix") for e in r[k]["first_errors"]]
+    phases = ("overhead", "sequential_cold", "cold", "reindex", "mix")
+    errs = [e for k in phases for e in r[k]["first_errors"]]
     if errs:
         lines.append(f"- first errors: {errs[:5]}")
     lines.append(END)
@@ -621,6 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--mix-pool", type=int, default=40)
     ap.add_argument("--mix-requests", type=int, default=1000)
     ap.add_argument("--overhead-requests", type=int, default=200)
+    ap.add_argument("--sequential-cold", type=int, default=50)
     ap.add_argument("--seed", type=int, default=12)
     ap.add_argument("--work-dir", type=Path, default=Path("bench-out/serving"))
     ap.add_argument("--out", type=Path, help="markdown file to update (section between markers)")
@@ -637,6 +654,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         mix_pool=args.mix_pool,
         mix_requests=args.mix_requests,
         overhead_requests=args.overhead_requests,
+        sequential_cold=args.sequential_cold,
         seed=args.seed,
     )
     command = "python scripts/bench_serving.py " + " ".join(
@@ -655,5 +673,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(section)
     if args.out:
         write_section(args.out, section)
-    errors = sum(results[k]["errors"] for k in ("overhead", "cold", "reindex", "mix"))
+    phases = ("overhead", "sequential_cold", "cold", "reindex", "mix")
+    errors = sum(results[k]["errors"] for k in phases)
     return 1 if errors else 0

@@ -381,3 +381,11 @@ def test_queries_keep_answering_through_a_rebuild(engine: ServingEngine, repo: P
     assert not empty, empty[:2]
     assert count[0] > 20
     assert engine.status()["epoch"] == epoch + 1
+
+
+def test_a_query_embedder_of_another_model_is_refused_at_open(repo: Path) -> None:
+    from ragloom.embed.base import HashingEmbedder
+    from ragloom.errors import IncompatibleIndexError
+
+    with pytest.raises(IncompatibleIndexError, match=r"embedding\.model"):
+        ServingEngine.open(repo, Settings(), embedder=HashingEmbedder(64))

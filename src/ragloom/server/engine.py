@@ -40,7 +40,14 @@ from ragloom.api import DEFAULT_INDEX_DIRNAME, Index
 from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
 from ragloom.assemble.budget import FORMATS, Format
 from ragloom.embed.base import Embedder
-from ragloom.errors import ConfigError, InputError, RagError, SearchError
+from ragloom.errors import (
+    ConfigError,
+    DbError,
+    IncompatibleIndexError,
+    InputError,
+    RagError,
+    SearchError,
+)
 from ragloom.ingest.chunker import part_label
 from ragloom.paths import existing_dir
 from ragloom.retrieve.reader import DB_NAME, index_manifest
@@ -202,6 +209,15 @@ class ServingEngine:
                 base = load_embedder(spec)
             except RagError as exc:  # searching still works (BM25; dense notes the problem)
                 log.warning("query embedder %s unavailable: %s", spec, exc)
+        if base is not None and (
+            base.model_id != manifest.embedding_model or base.dim != manifest.embedding_dim
+        ):
+            raise IncompatibleIndexError(
+                f"index was embedded with {manifest.embedding_model} "
+                f"({manifest.embedding_dim}-d) but the configured query embedder is "
+                f"{base.model_id} ({base.dim}-d); set embedding.model to the index's model "
+                f"or re-index with `ragloom index {root} --model ...`"
+            )
         if base is not None:
             self._batcher = BatchingEmbedder(base, window_ms=settings.server.batch_window_ms)
             self._embedder = CachingEmbedder(self._batcher, self._embedding_cache)
@@ -214,8 +230,15 @@ class ServingEngine:
         self._running_job: str | None = None
         self._job_thread: threading.Thread | None = None
         self._bm25_state: tuple[float, str] = (0.0, "uninitialized")
-        self._feedback = FeedbackStore(index_dir)
-        self._query_log = QueryLogger(self._feedback)
+        self._feedback_store: FeedbackStore | None = None
+        self._query_log: QueryLogger | None = None
+        self._feedback_error = ""
+        try:
+            self._feedback_store = FeedbackStore(index_dir)
+            self._query_log = QueryLogger(self._feedback_store)
+        except DbError as exc:  # a read-only index folder still serves queries
+            self._feedback_error = str(exc)
+            log.warning("feedback and the query log are off: %s", exc)
         self.metrics = EngineMetrics(self._metrics_snapshot)
         if warm:
             self._warm()
@@ -364,6 +387,8 @@ class ServingEngine:
     def _log(
         self, qid: str, route: str, query: str, strategy: str, gen: int, ids: list[str]
     ) -> None:
+        if self._query_log is None:
+            return
         self._query_log.submit(
             QueryLogEntry(qid, route, query, strategy, gen, tuple(ids), time.time())
         )
@@ -649,29 +674,33 @@ class ServingEngine:
             time.sleep(0.02)
 
     # -- feedback -----------------------------------------------------------------------
+    def _feedback(self) -> FeedbackStore:
+        """The feedback store, with every answer given so far in its query log."""
+        if self._feedback_store is None or self._query_log is None:
+            raise DbError(f"feedback is unavailable: {self._feedback_error}")
+        self._query_log.flush()
+        return self._feedback_store
+
     def record_feedback(
         self, query_id: str, chunk_id: str, rating: str, comment: str | None = None
     ) -> dict[str, Any]:
         """Store a rating of one chunk of an answer; InputError for an unknown query_id or a
         rating outside helpful | not_helpful | partially_helpful."""
-        self._query_log.flush()
-        return self._feedback.record_feedback(query_id, chunk_id, rating, comment)
+        return self._feedback().record_feedback(query_id, chunk_id, rating, comment)
 
     def track_context_usage(self, query_id: str, used_chunk_ids: Sequence[str]) -> dict[str, Any]:
         """Record which chunks of an answer the caller used."""
-        self._query_log.flush()
-        return self._feedback.track_context_usage(query_id, used_chunk_ids)
+        return self._feedback().track_context_usage(query_id, used_chunk_ids)
 
     def feedback_stats(self, query_id: str) -> dict[str, Any]:
         """total, helpful/not_helpful/partially_helpful counts, avg_rating, used_chunk_ids."""
-        self._query_log.flush()
-        return self._feedback.stats(query_id)
+        return self._feedback().stats(query_id)
 
     def query_feedback(self, query_id: str) -> list[dict[str, Any]]:
         """Every rating of ``query_id`` (tamma ``getQueryFeedback``)."""
-        self._query_log.flush()
-        self._feedback.stats(query_id)  # InputError for an unknown id
-        return self._feedback.query_feedback(query_id)
+        store = self._feedback()
+        store.stats(query_id)  # InputError for an unknown id
+        return store.query_feedback(query_id)
 
     # -- metrics ------------------------------------------------------------------------
     def _metrics_snapshot(self) -> dict[str, Any]:
@@ -744,8 +773,10 @@ class ServingEngine:
             thread = self._job_thread
         if thread is not None:
             thread.join()
-        self._query_log.close()
-        self._feedback.close()
+        if self._query_log is not None:
+            self._query_log.close()
+        if self._feedback_store is not None:
+            self._feedback_store.close()
         with self._lock:
             self._reader.retired = True
             if self._reader.refs == 0:

@@ -816,16 +816,21 @@ class PgUpdate:
         self._repo_id = backend.repo_id
         self._conn = connect(backend.dsn, autocommit=False, app=f"ragloom index pid {os.getpid()}")
         self._new: list[tuple[Any, ...]] = []
+        self._files: list[tuple[Any, ...]] = []
         self._done = False
         try:
             row = self._conn.execute(
-                "SELECT generation FROM repositories WHERE id = %s FOR UPDATE", (self._repo_id,)
+                "SELECT generation, EXISTS (SELECT 1 FROM chunks WHERE repo_id = %s) "
+                "FROM repositories WHERE id = %s FOR UPDATE",
+                (self._repo_id, self._repo_id),
             ).fetchone()
         except psycopg.Error as exc:
             self._conn.close()
             raise DbError(f"index write failed: {str(exc).strip()}") from exc
         assert row is not None
         self._generation = int(row[0]) + 1
+        self._empty = not row[1]
+        """A first load: no stored chunk to compare with (one query per file saved)."""
 
     @property
     def generation(self) -> int:
@@ -843,14 +848,18 @@ class PgUpdate:
         source: str,
     ) -> tuple[int, int, int, int]:
         conn = self._conn
-        existing = {
-            str(r[0]): (int(r[1]), str(r[2]), tuple(r[3:]))
-            for r in conn.execute(
-                f"SELECT id, rowid, node_hash, {', '.join(_META_COLS)} FROM chunks "
-                "WHERE repo_id = %s AND path = %s",
-                (self._repo_id, path),
-            )
-        }
+        existing = (
+            {}
+            if self._empty
+            else {
+                str(r[0]): (int(r[1]), str(r[2]), tuple(r[3:]))
+                for r in conn.execute(
+                    f"SELECT id, rowid, node_hash, {', '.join(_META_COLS)} FROM chunks "
+                    "WHERE repo_id = %s AND path = %s",
+                    (self._repo_id, path),
+                )
+            }
+        )
         new_ids = {c.id for c in chunks}
         added = updated = kept = 0
         drop: list[int] = []
@@ -902,12 +911,7 @@ class PgUpdate:
         drop.extend(stale)
         if drop:
             conn.execute("DELETE FROM chunks WHERE rowid = ANY(%s)", (drop,))
-        conn.execute(
-            "INSERT INTO files(repo_id, path, hash, size, mtime, language, source, n_chunks, "
-            "indexed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (repo_id, path) "
-            "DO UPDATE SET hash = EXCLUDED.hash, size = EXCLUDED.size, mtime = EXCLUDED.mtime, "
-            "language = EXCLUDED.language, source = EXCLUDED.source, "
-            "n_chunks = EXCLUDED.n_chunks, indexed_at = EXCLUDED.indexed_at",
+        self._files.append(
             (
                 self._repo_id,
                 path,
@@ -918,13 +922,14 @@ class PgUpdate:
                 source,
                 len(chunks),
                 time.time(),
-            ),
+            )
         )
         if len(self._new) >= 5000:
             self._flush()
         return added, updated, len(stale), kept
 
     def remove_file(self, path: str) -> int:
+        self._flush()  # buffered rows of this path (if any) go first
         cur = self._conn.execute(
             "DELETE FROM chunks WHERE repo_id = %s AND path = %s", (self._repo_id, path)
         )
@@ -934,7 +939,20 @@ class PgUpdate:
         return int(cur.rowcount or 0)
 
     def _flush(self) -> None:
-        """COPY the buffered new chunk rows (bulk load: ~10x faster than INSERTs)."""
+        """Write the buffered file records (one pipelined batch) and COPY the buffered new
+        chunk rows (bulk load: ~10x faster than INSERTs)."""
+        if self._files:
+            with self._conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO files(repo_id, path, hash, size, mtime, language, source, "
+                    "n_chunks, indexed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (repo_id, path) DO UPDATE SET hash = EXCLUDED.hash, "
+                    "size = EXCLUDED.size, mtime = EXCLUDED.mtime, language = EXCLUDED.language, "
+                    "source = EXCLUDED.source, n_chunks = EXCLUDED.n_chunks, "
+                    "indexed_at = EXCLUDED.indexed_at",
+                    self._files,
+                )
+            self._files = []
         if not self._new:
             return
         with (

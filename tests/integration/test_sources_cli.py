@@ -91,3 +91,27 @@ def test_without_sources_nothing_changes(repo: Path) -> None:
     out = run_cli("search", "parse header", "--index-dir", str(repo / ".ragloom"), "--json")
     hits = json.loads(out.stdout)
     assert isinstance(hits, list) and hits and "source" not in hits[0]
+
+
+def test_weights_and_filters_from_the_command_line(repo: Path) -> None:
+    idx = str(repo / ".ragloom")
+    out = run_cli(
+        "search", "retry failed uploads", "--index-dir", idx, "--sources", "code,commits",
+        "--source-weight", "commits=5", "--json", check=True,
+    )  # fmt: skip
+    data = json.loads(out.stdout)
+    assert data["hits"][0]["source"] == "commits", "weight 5 puts the commit above the code"
+    out = run_cli(
+        "search", "install the package", "--index-dir", idx, "--sources", "code,commits,docs",
+        "--language", "markdown", "--json", check=True,
+    )  # fmt: skip
+    found = json.loads(out.stdout)
+    counts = {s["source"]: s["count"] for s in found["sources"]}
+    # commits have no language; the code index's Markdown chunks are the docs source's sections
+    # (left to it); what is left is Markdown sections only
+    assert counts["commits"] == 0 and counts["docs"] >= 1
+    assert found["hits"] and {h["source"] for h in found["hits"]} == {"docs"}
+    assert all(h["paths"] == ["docs/guide.md"] for h in found["hits"])
+    bad = run_cli("search", "x", "--index-dir", idx, "--sources", "code",
+                  "--source-weight", "code")  # fmt: skip
+    assert bad.returncode == 2 and "NAME=WEIGHT" in bad.stderr

@@ -77,6 +77,19 @@ def query_source_options(fn: F) -> F:
         click.option("--until", default=None, help="Only items dated on or before (ISO date)."),
         click.option("--author", multiple=True, help="Only items by this author (repeatable)."),
         click.option(
+            "--language",
+            "languages",
+            multiple=True,
+            help="Only items in this language (code: python, ...; docs: markdown, rst, text).",
+        ),
+        click.option(
+            "--source-weight",
+            "source_weights",
+            multiple=True,
+            help="NAME=WEIGHT, the RRF weight of one source (repeatable; default: code 1.0, "
+            "docs 0.3, issues 0.2, prs 0.2, commits 0.1).",
+        ),
+        click.option(
             "--path",
             "path_globs",
             multiple=True,
@@ -116,12 +129,28 @@ def index_source_options(fn: F) -> F:
     return fn
 
 
+def _weights(specs: tuple[str, ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError(spec)
+            out[name.strip().lower()] = float(value)
+        except ValueError as exc:
+            raise ConfigError(f"--source-weight takes NAME=WEIGHT, got {spec!r}") from exc
+    return out
+
+
 def _source_set(
-    idx: Any, names: list[str], options: dict[str, dict[str, Any]] | None = None
+    idx: Any,
+    names: list[str],
+    options: dict[str, dict[str, Any]] | None = None,
+    weights: dict[str, float] | None = None,
 ) -> Any:
     from ragloom.sources.multi import SourceSet
 
-    return SourceSet(idx.root, idx.index_dir, names, options=options, index=idx)
+    return SourceSet(idx.root, idx.index_dir, names, options=options, weights=weights, index=idx)
 
 
 def _search(
@@ -133,9 +162,10 @@ def _search(
 
     names = parse_source_list(str(args["sources"]))
     options = {"code": {"strategy": strategy, "explain": explain}}
-    ss = _source_set(idx, names, options)
+    ss = _source_set(idx, names, options, _weights(args.get("source_weights") or ()))
     flt = SourceFilter(
         paths=tuple(args.get("path_globs") or ()),
+        languages=tuple(args.get("languages") or ()),
         since=_date(args.get("since"), "--since"),
         until=_date(args.get("until"), "--until"),
         authors=tuple(args.get("author") or ()),

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragloom.errors import RagError
 from ragloom.retrieve.config import RecencyConfig
 from ragloom.sources.base import (
     RetrieveOptions,
@@ -101,7 +102,11 @@ class SourceSet:
                 continue
             src = self.sources[name]
             t0 = time.perf_counter()
-            rep = src.sync()
+            try:
+                rep = src.sync()
+            except RagError as exc:  # one source's failure (not a git repository, a bad
+                # export) is reported; the others still sync
+                rep = SyncReport(name, status="error", error=str(exc))
             rep.seconds = rep.seconds or time.perf_counter() - t0
             reports.append(rep)
         config = dict(self.saved)

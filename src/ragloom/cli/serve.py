@@ -43,16 +43,23 @@ def _locate(path: Path | None, index_dir: Path | None) -> tuple[Path, Path]:
     return index.index_dir, index.root
 
 
+def _load(
+    path: Path | None, index_dir: Path | None, overrides: dict[str, Any]
+) -> tuple[Path, Path, LoadedSettings]:
+    """(index folder, repository root, its settings with ``overrides`` applied)."""
+    from ragloom.settings import load_settings
+
+    folder, root = _locate(path, index_dir)
+    return folder, root, load_settings(root, overrides=overrides)
+
+
 def _open(
     path: Path | None, index_dir: Path | None, overrides: dict[str, Any]
 ) -> tuple[ServingEngine, LoadedSettings, Path]:
     from ragloom.server.engine import ServingEngine
-    from ragloom.settings import load_settings
 
-    folder, root = _locate(path, index_dir)
-    loaded = load_settings(root, overrides=overrides)
-    engine = ServingEngine.open(folder, loaded.settings)
-    return engine, loaded, root
+    folder, root, loaded = _load(path, index_dir, overrides)
+    return ServingEngine.open(folder, loaded.settings), loaded, root
 
 
 def _server_overrides(host: str | None, port: int | None) -> dict[str, Any]:
@@ -102,25 +109,29 @@ def serve_http_cmd(
     Prints the URL it listens on; stops on Ctrl-C / SIGTERM. Routes and examples:
     docs/http-api.md, or GET /docs on the running server.
     """
+    from ragloom.server.engine import ServingEngine
     from ragloom.server.http import bind_socket, create_app, serve, url_of
 
     overrides = _server_overrides(host, port)
-    engine, loaded, root = _open(path, index_dir, overrides)
+    folder, root, loaded = _load(path, index_dir, overrides)
+    server = loaded.settings.server
+    sock = bind_socket(server.host, server.port)  # a port in use fails before the model loads
     try:
-        server = loaded.settings.server
-        sock = bind_socket(server.host, server.port)
-        app = create_app(engine)
-        watcher = _start_watcher(root, engine, loaded, overrides) if server.reload else None
-        auth = " (bearer token required)" if _has_token(app) else ""
-        click.echo(f"ragloom: serving {root} on {url_of(sock)}{auth}")
+        engine = ServingEngine.open(folder, loaded.settings)
         try:
-            serve(app, sock, log_level=log_level)
+            app = create_app(engine)
+            watcher = _start_watcher(root, engine, loaded, overrides) if server.reload else None
+            auth = " (bearer token required)" if _has_token(app) else ""
+            click.echo(f"ragloom: serving {root} on {url_of(sock)}{auth}")
+            try:
+                serve(app, sock, log_level=log_level)
+            finally:
+                if watcher is not None:
+                    watcher.stop()
         finally:
-            if watcher is not None:
-                watcher.stop()
-            sock.close()
+            engine.close()
     finally:
-        engine.close()
+        sock.close()
 
 
 def _has_token(app: Any) -> bool:

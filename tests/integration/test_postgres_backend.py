@@ -266,3 +266,23 @@ def test_two_readers_see_whole_generations_while_the_index_changes(
         writer.close()
     assert not errors, errors[0]
     assert all(len(s) >= 2 for s in seen), seen  # each node answered from several generations
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "RAGLOOM_BACKEND": "postgres"}
+    env.pop("RAGLOOM_DSN", None)
+    no_dsn = subprocess.run(
+        [sys.executable, "-m", "ragloom.cli", "search", "x"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert no_dsn.returncode != 0
+    assert no_dsn.stderr.strip().splitlines() == [
+        "error: the postgres backend needs a DSN: --dsn postgresql://... or RAGLOOM_DSN"
+    ]
+    bad = run_cli("search", "x", "--dsn", f"postgresql://postgres@/x?host={tmp_path}")
+    assert bad.returncode != 0
+    (line,) = bad.stderr.strip().splitlines()
+    assert line.startswith("error: cannot connect to PostgreSQL:")

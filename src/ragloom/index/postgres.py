@@ -199,6 +199,11 @@ _META_COLS = (
 )
 
 
+def _one_line(exc: BaseException) -> str:
+    """libpq's messages span lines (a hint after a tab): ragloom errors are one line."""
+    return " ".join(str(exc).split())
+
+
 def dsn_from_env() -> str | None:
     """``RAGLOOM_DSN`` when set and not empty."""
     return os.environ.get(DSN_ENV) or None
@@ -213,7 +218,7 @@ def connect(dsn: str, *, autocommit: bool = True, app: str = "ragloom") -> psyco
     try:
         conn = psycopg.connect(dsn, autocommit=autocommit, application_name=app)
     except psycopg.Error as exc:
-        raise DbError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+        raise DbError(f"cannot connect to PostgreSQL: {_one_line(exc)}") from exc
     # without the extension yet (created by the first migration), register after migrating
     with contextlib.suppress(psycopg.ProgrammingError):
         register_vector(conn)
@@ -248,12 +253,12 @@ def migrate(conn: psycopg.Connection[Any]) -> int:
                     )
     except psycopg.errors.InsufficientPrivilege as exc:
         raise DbError(
-            f"PostgreSQL refused the schema migration ({str(exc).strip()}): the role needs "
+            f"PostgreSQL refused the schema migration ({_one_line(exc)}): the role needs "
             "CREATE on the database (and the vector extension created by an administrator: "
             "CREATE EXTENSION vector); docs/postgres.md"
         ) from exc
     except psycopg.Error as exc:
-        raise DbError(f"PostgreSQL schema migration failed: {str(exc).strip()}") from exc
+        raise DbError(f"PostgreSQL schema migration failed: {_one_line(exc)}") from exc
     register_vector(conn)
     return SCHEMA_VERSION
 
@@ -826,7 +831,7 @@ class PgUpdate:
             ).fetchone()
         except psycopg.Error as exc:
             self._conn.close()
-            raise DbError(f"index write failed: {str(exc).strip()}") from exc
+            raise DbError(f"index write failed: {_one_line(exc)}") from exc
         assert row is not None
         self._generation = int(row[0]) + 1
         self._empty = not row[1]
@@ -986,7 +991,7 @@ class PgUpdate:
             conn.commit()
         except psycopg.Error as exc:
             conn.rollback()
-            raise DbError(f"index write failed: {str(exc).strip()}") from exc
+            raise DbError(f"index write failed: {_one_line(exc)}") from exc
         finally:
             self._done = True
             conn.close()

@@ -1,10 +1,11 @@
 """``ragloom serve mcp`` driven by the official MCP SDK's own client, as an agent would.
 
-The server runs as a real subprocess (``python -m ragloom.cli serve mcp``) over stdio, and once
-over streamable HTTP on a loopback port; every tool is called, the schemas are read back with
-their limits, bad arguments come back as ``isError`` results without killing the server, a
-reindex sends progress notifications, and stdout carries nothing but JSON-RPC. The README's
-``mcpServers`` snippet is parsed and its exact command started.
+The server runs as a real subprocess: over stdio started exactly as the README's
+``mcpServers`` snippet says (the ``ragloom`` console script), and over streamable HTTP
+(``python -m ragloom.cli serve mcp --transport http``) on a loopback port. Every tool is
+called, the schemas are read back with their limits, bad arguments come back as ``isError``
+results without killing the server, a reindex sends progress notifications, and stdout
+carries nothing but JSON-RPC.
 """
 
 from __future__ import annotations
@@ -52,14 +53,34 @@ def serve_argv(root: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "ragloom.cli", "serve", "mcp", str(root), *extra]
 
 
-def stdio_params(root: Path) -> StdioServerParameters:
-    argv = serve_argv(root)
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=_env())
+def readme_mcp_servers() -> dict[str, Any]:
+    """The first ```json block of README.md that holds ``mcpServers``."""
+    text = (REPO / "README.md").read_text()
+    for block in re.findall(r"```json\n(.*?)```", text, flags=re.S):
+        if "mcpServers" in block:
+            config = json.loads(block)
+            assert isinstance(config, dict)
+            return config
+    raise AssertionError("README.md has no ```json block with mcpServers")
+
+
+def readme_params(repo: Path) -> StdioServerParameters:
+    """Exactly the README's client configuration, the repository path filled in."""
+    entry = readme_mcp_servers()["mcpServers"]["ragloom"]
+    assert set(entry) <= {"command", "args", "env", "cwd"}
+    command = entry["command"]
+    args = [str(repo) if a == "/path/to/repo" else a for a in entry["args"]]
+    assert args[:2] == ["serve", "mcp"] and str(repo) in args, args
+    if os.sep not in command:
+        # `ragloom` is the console script installed next to the interpreter (on PATH in
+        # an activated virtualenv, which the test process need not be)
+        command = str(Path(sys.executable).parent / command)
+    return StdioServerParameters(command=command, args=args, env=entry.get("env"))
 
 
 def _env() -> dict[str, str]:
     # the repository's own sources, whatever directory the client starts the server in
-    return {"PYTHONPATH": str(REPO / "src"), "RAGLOOM_CACHE__TTL_S": "300"}
+    return {"PYTHONPATH": str(REPO / "src")}
 
 
 def run(fn: Callable[[], Awaitable[None]]) -> None:
@@ -76,9 +97,20 @@ def structured(result: CallToolResult) -> dict[str, Any]:
     return result.structured_content
 
 
-def test_stdio_every_tool(repo: Path) -> None:
+def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
+    """The README's ``mcpServers`` snippet, exactly (its command and args, the repository
+    path filled in), started by the SDK's client; every tool called. Every line the server
+    writes on stdout must parse as JSON-RPC: one that does not reaches the message handler."""
+    stream_faults: list[Exception] = []
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, Exception):
+            stream_faults.append(message)
+
     async def body() -> None:
-        async with Client(stdio_params(repo), read_timeout_seconds=60) as client:
+        async with Client(
+            readme_params(repo), read_timeout_seconds=60, message_handler=on_message
+        ) as client:
             assert client.server_info is not None and client.server_info.name == "ragloom"
             assert "get_context" in (client.instructions or "")
 
@@ -214,6 +246,7 @@ def test_stdio_every_tool(repo: Path) -> None:
         run(body)
     finally:
         (repo / "widgets.py").unlink(missing_ok=True)
+    assert stream_faults == []
 
 
 def test_streamable_http_with_token(repo: Path) -> None:
@@ -286,54 +319,3 @@ async def _http_session(url: str) -> None:
         assert bad.is_error and "top_k" in text_of(bad)
         status = structured(await client.call_tool("index_status", {}))
         assert status["chunks"] > 20
-
-
-def readme_mcp_servers() -> dict[str, Any]:
-    """The first ```json block of README.md that holds ``mcpServers``."""
-    text = (REPO / "README.md").read_text()
-    for block in re.findall(r"```json\n(.*?)```", text, flags=re.S):
-        if "mcpServers" in block:
-            config = json.loads(block)
-            assert isinstance(config, dict)
-            return config
-    raise AssertionError("README.md has no ```json block with mcpServers")
-
-
-def test_readme_client_configuration_starts_a_working_server(repo: Path) -> None:
-    """The README's snippet, exactly: its command and args (the repository path filled in)
-    start a server that answers get_context, and its stdout carries nothing but JSON-RPC,
-    even while it reindexes (a line that does not parse reaches the message handler)."""
-    servers = readme_mcp_servers()["mcpServers"]
-    entry = servers["ragloom"]
-    assert set(entry) <= {"command", "args", "env", "cwd"}
-    command = entry["command"]
-    args = [str(repo) if a == "/path/to/repo" else a for a in entry["args"]]
-    assert str(repo) in args, "the README snippet should name the repository path"
-    if os.sep not in command:
-        # `ragloom` is the console script installed next to the interpreter (on PATH in
-        # an activated virtualenv, which the test process need not be)
-        command = str(Path(sys.executable).parent / command)
-    params = StdioServerParameters(command=command, args=args, env=entry.get("env"))
-    stream_faults: list[Exception] = []
-
-    async def on_message(message: object) -> None:
-        if isinstance(message, Exception):
-            stream_faults.append(message)
-
-    async def body() -> None:
-        async with Client(params, read_timeout_seconds=60, message_handler=on_message) as client:
-            got = await client.call_tool("get_context", {"query": QUERY, "budget": 800})
-            ctx = structured(got)
-            assert "json/" in ctx["context"] and 0 < ctx["tokens_used"] <= 800
-            progress: list[float] = []
-
-            async def on_progress(value: float, total: float | None, msg: str | None) -> None:
-                progress.append(value)
-
-            job = structured(await client.call_tool("reindex", {}, progress_callback=on_progress))
-            assert job["state"] == "succeeded" and progress
-            assert (await client.call_tool("search_code", {"query": ""})).is_error
-            assert structured(await client.call_tool("index_status", {}))["chunks"] > 20
-
-    run(body)
-    assert stream_faults == []

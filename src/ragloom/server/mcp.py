@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -144,13 +144,19 @@ class _RagloomMCP(MCPServer[Any]):
             raise ToolError(message) from exc
 
 
-def _one_line_cause(tool: str, exc: BaseException) -> str | None:
-    """The message to show for a failed call, or None to keep the SDK's."""
+def _one_line_cause(tool: str, exc: ToolError) -> str | None:
+    """The message to show for a failed call, or None to keep the SDK's.
+
+    A crash (:class:`UnexpectedToolError`) shows its cause only when that is a ragloom error;
+    a pydantic error under a crash is a result that failed the output schema, not the
+    caller's arguments, and stays hidden (logged with its traceback).
+    """
+    crash = isinstance(exc, UnexpectedToolError)
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, RagError):
             return " ".join(str(seen).split())
-        if isinstance(seen, ValidationError):
+        if isinstance(seen, ValidationError) and not crash:
             return f"{tool}: invalid arguments: " + _validation_line(seen)
         if isinstance(seen, _Failure):
             return str(seen)
@@ -169,10 +175,6 @@ def _validation_line(err: ValidationError) -> str:
 
 class _Failure(ToolError):
     """A failure this module reports itself (a reindex job that failed, ...)."""
-
-
-def _text(obj: Any) -> TextContent:
-    return TextContent(type="text", text=json.dumps(obj, indent=1, default=str))
 
 
 def _search_text(result: Mapping[str, Any]) -> str:

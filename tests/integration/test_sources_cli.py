@@ -10,9 +10,18 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
-from tests.conftest import run_cli
+from ragloom.cli import cli
 from tests.sources_fixture import commit, git, make_repo, write_exports
+
+
+def run_cli(*args: str, check: bool = False) -> Result:
+    """The command line in process (a subprocess per call cost ~2 s of start-up each)."""
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    if check and result.exit_code != 0:
+        raise AssertionError(f"ragloom {' '.join(args)} failed: {result.stderr}")
+    return result
 
 
 @pytest.fixture(scope="module")
@@ -114,4 +123,4 @@ def test_weights_and_filters_from_the_command_line(repo: Path) -> None:
     assert all(h["paths"] == ["docs/guide.md"] for h in found["hits"])
     bad = run_cli("search", "x", "--index-dir", idx, "--sources", "code",
                   "--source-weight", "code")  # fmt: skip
-    assert bad.returncode == 2 and "NAME=WEIGHT" in bad.stderr
+    assert bad.exit_code == 2 and "NAME=WEIGHT" in bad.stderr

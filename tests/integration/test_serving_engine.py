@@ -318,25 +318,37 @@ def test_status_reports_the_engine(engine: ServingEngine) -> None:
 
 
 def test_cli_answers_carry_a_query_id_for_feedback(repo: Path) -> None:
+    """Through the real command group (in-process: a subprocess per command costs seconds)."""
     import json
 
-    from tests.conftest import run_cli
+    from click.testing import CliRunner
 
-    out = run_cli("search", "helper adds the value", "--strategy", "sparse", "--json", cwd=repo)
-    assert out.returncode == 0, out.stderr
+    from ragloom.cli import cli
+
+    runner = CliRunner()
+    at = ["--index-dir", str(repo / ".ragloom")]
+    out = runner.invoke(
+        cli, ["search", "helper adds the value", "--strategy", "sparse", "--json", *at]
+    )
+    assert out.exit_code == 0, out.output
     hits = json.loads(out.stdout)
     qid = hits[0]["query_id"]
     assert {h["query_id"] for h in hits} == {qid} and "generation" in hits[0]
-    added = run_cli(
-        "feedback", "add", qid, hits[0]["id"], "--rating", "helpful", "--comment", "yes", "--json",
-        cwd=repo,
+    added = runner.invoke(
+        cli,
+        ["feedback", "add", qid, hits[0]["id"], "--rating", "helpful", "--comment", "yes", "--json", *at],
     )  # fmt: skip
-    assert added.returncode == 0, added.stderr
+    assert added.exit_code == 0, added.output
     assert json.loads(added.stdout)["in_results"] is True
-    stats = run_cli("feedback", "stats", qid, "--json", "--index-dir", str(repo / ".ragloom"))
+    stats = runner.invoke(cli, ["feedback", "stats", qid, "--json", *at])
     assert json.loads(stats.stdout)["helpful_count"] == 1
-    unknown = run_cli("feedback", "stats", "f" * 32, cwd=repo)
-    assert unknown.returncode == 3 and "unknown query_id" in unknown.stderr
+    ctx = runner.invoke(
+        cli, ["context", "helper adds the value", "--strategy", "sparse", "--json", *at]
+    )
+    assert ctx.exit_code == 0, ctx.output
+    assert len(json.loads(ctx.stdout)["query_id"]) == 32
+    unknown = runner.invoke(cli, ["feedback", "stats", "f" * 32, *at])
+    assert unknown.exit_code == 3 and "unknown query_id" in unknown.stderr
 
 
 def test_open_without_an_index_names_the_command(tmp_path: Path) -> None:

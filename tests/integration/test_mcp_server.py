@@ -189,6 +189,19 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
             )
             assert fb["query_id"] == ctx["query_id"] and fb["rating"] == "helpful"
 
+            # concurrent calls on one session: each its own answer
+            answers: list[dict[str, Any]] = []
+
+            async def ask(q: str) -> None:
+                answers.append(structured(await client.call_tool("get_context", {"query": q})))
+
+            asks = [f"{QUERY} {word}" for word in ("scanner", "errors", "floats", "strict")]
+            async with anyio.create_task_group() as tg:
+                for q in asks:
+                    tg.start_soon(ask, q)
+            assert sorted(a["query"] for a in answers) == sorted(asks)
+            assert len({a["query_id"] for a in answers}) == len(asks)
+
             # bad input: isError with one line, and the server still answers afterwards
             bad_calls: list[tuple[str, dict[str, Any], str]] = [
                 ("search_code", {"query": ""}, "query"),
@@ -226,9 +239,21 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
             async def on_progress(value: float, total: float | None, message: str | None) -> None:
                 progress.append((value, total, message))
 
-            job = structured(await client.call_tool("reindex", {}, progress_callback=on_progress))
+            # two reindex calls at once: one job, the second call follows it
+            jobs: list[dict[str, Any]] = []
+
+            async def reindex(callback: Any) -> None:
+                got = await client.call_tool("reindex", {}, progress_callback=callback)
+                jobs.append(structured(got))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reindex, on_progress)
+                await anyio.sleep(0.05)
+                tg.start_soon(reindex, None)
+            job = jobs[0] if not jobs[0]["joined_running"] else jobs[1]
+            assert {j["id"] for j in jobs} == {job["id"]}, jobs
+            assert sorted(j["joined_running"] for j in jobs) == [False, True], jobs
             assert job["state"] == "succeeded", job
-            assert job["joined_running"] is False
             assert len(progress) >= 2, progress
             values = [p[0] for p in progress]
             assert values == sorted(values) and len(set(values)) == len(values), progress

@@ -221,6 +221,7 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
     max_top_k = int(limits.max_top_k)
     max_budget = int(limits.max_budget)
 
+    jobs = _JobStarts(engine)
     server = _RagloomMCP(
         "ragloom",
         title="ragloom code retrieval",
@@ -381,9 +382,10 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
         ),
     )
     async def reindex(ctx: Context[Any, Any]) -> dict[str, Any]:
-        called_at = time.time()
-        job_id = await anyio.to_thread.run_sync(engine.start_reindex)
-        return await _follow_job(engine, job_id, called_at, ctx.report_progress)
+        job_id, joined = await anyio.to_thread.run_sync(jobs.start)
+        out = await _follow_job(engine, job_id, ctx.report_progress)
+        out["joined_running"] = joined
+        return out
 
     @server.tool(
         name="record_feedback",
@@ -428,10 +430,33 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
     return server
 
 
+class _JobStarts:
+    """Starts re-index jobs and tells whether a call started its job or joined a running one.
+
+    The engine hands every caller the running job's id; a job this server already handed out
+    (a concurrent ``reindex`` call) or one created before the call (by another client of the
+    engine) was joined. Starts are serialised so two concurrent calls cannot both claim one.
+    """
+
+    def __init__(self, engine: ServingEngine) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._seen: set[str] = set()
+
+    def start(self) -> tuple[str, bool]:
+        with self._lock:
+            before = time.time()
+            job_id = self._engine.start_reindex()
+            job = self._engine.job(job_id) or {}
+            created = _epoch(job.get("created_at", job.get("started_at")))
+            joined = job_id in self._seen or (created is not None and created < before)
+            self._seen.add(job_id)
+            return job_id, joined
+
+
 async def _follow_job(
     engine: ServingEngine,
     job_id: str,
-    called_at: float,
     report: Callable[[float, float | None, str | None], Any],
 ) -> dict[str, Any]:
     """Poll the engine's job until it ends, forwarding its progress.
@@ -472,10 +497,7 @@ async def _follow_job(
     await report(sent + 1, sent + 1, f"reindex {state}")
     if state == "failed":
         raise _Failure(f"reindex failed: {job.get('error') or 'unknown error'}")
-    out = dict(job)
-    created = _epoch(job.get("created_at", job.get("started_at")))
-    out["joined_running"] = created is not None and created < called_at
-    return out
+    return dict(job)
 
 
 def _epoch(value: Any) -> float | None:

@@ -168,7 +168,9 @@ def readers(repo: Path, rounds: int, threads: int) -> None:
     )
     shared = ServingEngine.open(repo, settings, embedder=model)
     one_worker = ServingEngine.open(repo, settings, embedder=model)
-    one_worker._reader.retriever._pool = ThreadPoolExecutor(max_workers=1)
+    retriever = one_worker._reader.retriever
+    retriever.close()  # drops the pool the warm-up query made
+    retriever.bm25_workers = 1
     local = threading.local()
 
     def per_thread(q: str) -> Any:

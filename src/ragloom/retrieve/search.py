@@ -320,6 +320,10 @@ class Retriever:
         """(store data_version, view) of the last pin."""
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self.bm25_workers = 1
+        """Threads running hybrid queries' BM25 side (created on the first hybrid query): one
+        suits a single caller; a server sharing this Retriever across request threads raises
+        it so their BM25 searches do not queue behind one thread (docs/serving.md)."""
 
     # -- components ---------------------------------------------------------------------
     @property
@@ -487,10 +491,16 @@ class Retriever:
         fut: Future[tuple[list[tuple[int, float]], float]] | None = None
         out = _Lists([], [])
         if dense and sparse:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragloom-bm25")
+            pool = self._pool
+            if pool is None:
+                with self._lock:  # two threads must not each make a pool
+                    if self._pool is None:
+                        self._pool = ThreadPoolExecutor(
+                            max_workers=max(1, self.bm25_workers), thread_name_prefix="ragloom-bm25"
+                        )
+                    pool = self._pool
             ctx = otel_context.get_current()
-            fut = self._pool.submit(self._timed_sparse, pq, depth, ctx, view)
+            fut = pool.submit(self._timed_sparse, pq, depth, ctx, view)
         elif sparse:
             out.bm25, out.bm25_ms = self._timed_sparse(pq, depth, None, view)
         if dense:

@@ -31,7 +31,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -273,14 +272,10 @@ class ServingEngine:
         index = Index(self.root, self.index_dir, embedder=self._embedder)
         ident = _db_ident(self.index_dir)
         retriever = index.retriever  # opens store, BM25 and vectors now: errors surface here
-        # The Retriever runs each hybrid query's BM25 side on its own worker pool, created on
-        # first use with ONE thread (right for one caller). Shared by many request threads,
-        # that single worker queues every query's BM25 search behind the others' (and two
-        # threads racing the lazy creation would each make a pool): the engine gives it a
-        # pool sized for concurrent requests up front. docs/serving.md measures the effect.
-        retriever._pool = ThreadPoolExecutor(
-            max_workers=BM25_WORKERS, thread_name_prefix="ragloom-bm25"
-        )
+        # The Retriever runs each hybrid query's BM25 side on a worker pool of one thread by
+        # default (right for one caller): shared by many request threads, that one worker
+        # would queue every query's BM25 search behind the others'. docs/serving.md measures.
+        retriever.bm25_workers = BM25_WORKERS
         self._epoch += 1
         return _Reader(self._epoch, index, retriever, ident)
 

@@ -47,6 +47,12 @@ QUERIES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def bm25_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serving nodes (and CLI subprocesses) keep their BM25 folders under the test's tmp."""
+    monkeypatch.setenv("RAGLOOM_CACHE_DIR", str(tmp_path / "ragloom-cache"))
+
+
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_stdlib_packages(tmp_path_factory.mktemp("pg") / "repo", ["json", "textwrap"])

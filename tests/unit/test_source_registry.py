@@ -61,3 +61,18 @@ def test_a_failing_sync_is_reported_and_the_others_go_on(tmp_path: Path) -> None
     assert [h.source for h in result.hits] == ["docs"]
     assert set(load_config(root / ".ragloom")) == {"commits", "docs"}
     ss.close()
+
+
+def test_a_second_sync_at_once_is_refused(tmp_path: Path) -> None:
+    from ragloom.errors import IndexLockedError
+    from ragloom.index.lock import WriteLock
+
+    root = tmp_path / "plain"
+    root.mkdir()
+    (root / "NOTES.txt").write_text("release checklist\n")
+    ss = SourceSet(root, root / ".ragloom", ["docs"])
+    (root / ".ragloom" / "sources").mkdir(parents=True)
+    with WriteLock(root / ".ragloom" / "sources"), pytest.raises(IndexLockedError):
+        ss.sync()
+    assert ss.sync()[0].total == 1, "free again once the other sync is done"
+    ss.close()

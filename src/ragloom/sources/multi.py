@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragloom.errors import RagError
+from ragloom.index.lock import WriteLock
 from ragloom.retrieve.config import RecencyConfig
 from ragloom.sources.base import (
     RetrieveOptions,
@@ -96,29 +97,37 @@ class SourceSet:
         """Sync every source but those in ``skip`` (the code source first) and save the
         configuration (skipped sources included: the CLI indexes the code itself)."""
         reports: list[SyncReport] = []
-        order = sorted(self.sources, key=lambda n: n != "code")
-        for name in order:
-            if name in skip:
-                continue
-            src = self.sources[name]
-            t0 = time.perf_counter()
-            try:
-                rep = src.sync()
-            except RagError as exc:  # one source's failure (not a git repository, a bad
-                # export) is reported; the others still sync
-                rep = SyncReport(name, status="error", error=str(exc))
-            rep.seconds = rep.seconds or time.perf_counter() - t0
-            reports.append(rep)
+        order = [n for n in sorted(self.sources, key=lambda n: n != "code") if n not in skip]
+        if "code" in order:  # Index.index takes the index's own write lock
+            reports.append(self._sync_one("code"))
+        self.context.data_dir.mkdir(parents=True, exist_ok=True)
+        # the other sources under their own lock (<index>/sources/write.lock): two syncs at once
+        # would interleave cursors; a second one gets IndexLockedError (exit 22)
+        with WriteLock(self.context.data_dir):
+            reports.extend(self._sync_one(n) for n in order if n != "code")
+            self._save_config()
+        return reports
+
+    def _sync_one(self, name: str) -> SyncReport:
+        src = self.sources[name]
+        t0 = time.perf_counter()
+        try:
+            rep = src.sync()
+        except RagError as exc:  # one source's failure (not a git repository, a bad export)
+            # is reported; the others still sync
+            rep = SyncReport(name, status="error", error=str(exc))
+        rep.seconds = rep.seconds or time.perf_counter() - t0
+        return rep
+
+    def _save_config(self) -> None:
         config = dict(self.saved)
         for name in self.sources:
-            persisted = {
+            config[name] = {
                 k: v
                 for k, v in self.settings[name].options.items()
                 if isinstance(v, str | int | float | bool)
             }
-            config[name] = persisted
         save_config(self.context.index_dir, config)
-        return reports
 
     # -- querying -----------------------------------------------------------------------
     async def asearch(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import sysconfig
 import tempfile
 import time
@@ -65,6 +66,15 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     }
 
 
+class Report(dict[str, object]):
+    """The results so far, each also printed to stderr as it is measured (a long run that
+    fails late keeps its figures)."""
+
+    def __setitem__(self, key: str, value: object) -> None:
+        super().__setitem__(key, value)
+        print(f"{key}: {value}", file=sys.stderr, flush=True)
+
+
 def run(dsn: str, n: int, queries: int, work: Path) -> dict[str, object]:
     from ragloom.api import open_postgres
     from ragloom.embed.document import embedding_key
@@ -73,7 +83,7 @@ def run(dsn: str, n: int, queries: int, work: Path) -> dict[str, object]:
     from ragloom.index.tokenize import TOKENIZER_VERSION
     from ragloom.types import Chunk
 
-    out: dict[str, object] = {"chunks": n, "dim": DIM, "vectors": "synthetic (unit Gaussian)"}
+    out = Report(chunks=n, dim=DIM, vectors="synthetic (unit Gaussian)")
     embedder = load_embedder(f"hashing:{DIM}")
     key = embedding_key(embedder.model_id)
     backend = PostgresBackend(dsn, "bench", create=True)
@@ -96,8 +106,9 @@ def run(dsn: str, n: int, queries: int, work: Path) -> dict[str, object]:
     files: dict[str, list[Chunk]] = {}
     for i, (path, line, text) in enumerate(stdlib_windows(n)):
         fpath = f"{path}#{i // FILE_CHUNKS}"
-        if len(first_lines) < queries and i % max(1, n // queries) == 0:
-            first_lines.append(text.splitlines()[0][:80])
+        words = [w for w in text.splitlines()[0].split() if w.isidentifier()]
+        if len(first_lines) < queries and i % max(1, n // queries) == 0 and len(words) >= 2:
+            first_lines.append(" ".join(words[:8]))
         files.setdefault(fpath, []).append(
             Chunk(
                 id=f"c{i}",

@@ -26,6 +26,7 @@ from ragloom.sources.base import (
     SourceSettings,
     SyncReport,
 )
+from ragloom.sources.multi import SourceSet
 
 __all__ = [
     "RetrieveOptions",
@@ -34,6 +35,7 @@ __all__ = [
     "SourceFilter",
     "SourceHit",
     "SourceQuery",
+    "SourceSet",
     "SourceSettings",
     "SyncReport",
 ]

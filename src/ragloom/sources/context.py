@@ -6,7 +6,7 @@ them (freshness checks, dedup, stitching, trimming), with the budget that the ot
 Every other item (a documentation section, a commit, an issue, a pull request) becomes one part,
 rendered with the same :func:`~ragloom.assemble.render.render_block` as code parts, so each
 format shows it the same way: ``source`` is the source name, ``path`` the item's URL (or its
-label when it has none: ``commit 1a2b3c4d5e``, ``issue #12``, the document path), ``symbol`` its
+label when it has none: ``commit 1a2b3c4d5e``, ``issue #12``; a document's path), ``symbol`` its
 title, ``kind`` its kind; the text starts with an attribution line (the label and the URL).
 
 Budget: the non-code items, taken in fused order, get at most half of the available tokens
@@ -100,9 +100,10 @@ def assemble_sources(
             continue
         label = item_label(h)
         head = label + (f" {h.url}" if h.url else "")
+        where = h.url or str(h.attribution.get("path") or label)  # the block's ranges add lines
         meta = BlockMeta(
             source=h.source,
-            path=h.url or label,
+            path=where,
             ranges=_ranges(h),
             symbol=h.title,
             kind=h.kind or h.source,
@@ -122,7 +123,7 @@ def assemble_sources(
         used += tokens
         part = ContextPart(
             id=f"{h.source}:{h.id}",
-            file_path=h.url or label,
+            file_path=where,
             ranges=_ranges(h),
             kind=h.kind or h.source,
             text=text,

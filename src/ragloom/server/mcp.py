@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -37,24 +37,24 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragloom.api import Index
+from ragloom.assemble.budget import Format
 from ragloom.errors import RagError
 from ragloom.server.engine import ServingEngine
-from ragloom.server.feedback import MAX_COMMENT_CHARS
+from ragloom.server.feedback import MAX_COMMENT_CHARS, RATING_VALUES
 
-__all__ = ["DEFAULT_MCP_PORT", "FORMATS", "RATINGS", "BearerGate", "build_server", "run_mcp"]
+__all__ = ["DEFAULT_MCP_PORT", "BearerGate", "build_server", "run_mcp"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MCP_PORT = 8766
 """Streamable-HTTP port when none is given (the HTTP API's default is 8765)."""
-FORMATS = ("xml", "markdown", "plain", "json")
-RATINGS = ("helpful", "not_helpful", "partially_helpful")
 _POLL_S = 0.1
 """How often ``reindex`` looks at its job to forward progress."""
 _MAX_STRATEGY_CHARS = 200
 
-Format = Literal["xml", "markdown", "plain", "json"]
 Rating = Literal["helpful", "not_helpful", "partially_helpful"]
+if set(get_args(Rating)) != set(RATING_VALUES):  # the schema's enum is the store's
+    raise ImportError(f"MCP ratings {get_args(Rating)} differ from the feedback store's")
 
 INSTRUCTIONS = """\
 ragloom answers questions about one code repository from a warm hybrid (BM25 + dense) index.
@@ -213,8 +213,8 @@ def _context_output(result: Mapping[str, Any]) -> dict[str, Any]:
 def build_server(engine: ServingEngine) -> MCPServer[Any]:
     """An MCP server whose five tools answer from ``engine`` (which the caller keeps open).
 
-    The schemas' limits are read from ``engine.settings.server`` now; the engine checks the
-    then-current limits again on every call (a live settings reload can lower them).
+    The schemas' limits are read from ``engine.settings.server`` here, once: the SDK validates
+    every call against them before the engine sees it (the engine keeps its own hard bounds).
     """
     limits = engine.settings.server
     max_chars = int(limits.max_query_chars)

@@ -276,9 +276,17 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
 
 def test_streamable_http_with_token(repo: Path) -> None:
     """``--transport http --port 0``: the URL on stderr, the bearer token of the HTTP API
-    required when set, every tool answering, SIGTERM a clean exit."""
+    required when set, limits from ``RAGLOOM_SERVER__*`` in the schemas, every tool
+    answering, SIGTERM a clean exit."""
     errlog_path = repo.parent / "mcp-http-stderr.log"
-    env = {**os.environ, **_env(), "RAGLOOM_API_TOKEN": TOKEN}
+    env = {
+        **os.environ,
+        **_env(),
+        "RAGLOOM_API_TOKEN": TOKEN,
+        # limits from the settings reach the published schemas
+        "RAGLOOM_SERVER__MAX_TOP_K": "50",
+        "RAGLOOM_SERVER__MAX_QUERY_CHARS": "300",
+    }
     with (
         errlog_path.open("w") as errlog,
         subprocess.Popen(
@@ -329,8 +337,13 @@ async def _http_session(url: str) -> None:
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http,
         Client(streamable_http_client(url, http_client=http), read_timeout_seconds=60) as client,
     ):
-        names = {t.name for t in (await client.list_tools()).tools}
-        assert names == TOOLS
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == TOOLS
+        props = tools["get_context"].input_schema["properties"]
+        assert props["top_k"]["anyOf"][0]["maximum"] == 50
+        assert props["query"]["maxLength"] == 300
+        over = await client.call_tool("search_code", {"query": QUERY, "top_k": 51})
+        assert over.is_error and "top_k" in text_of(over) and "50" in text_of(over)
         ctx = structured(await client.call_tool("get_context", {"query": QUERY}))
         assert "json/" in ctx["context"] and ctx["parts"]
         progress: list[float] = []

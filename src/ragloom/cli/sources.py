@@ -83,6 +83,13 @@ def query_source_options(fn: F) -> F:
             help="Only items in this language (code: python, ...; docs: markdown, rst, text).",
         ),
         click.option(
+            "--history-weight",
+            type=float,
+            default=0.0,
+            help="History-aware code ranking: files changed by past commits like the question "
+            "are lifted with this RRF weight (off: 0; measured in docs/sources.md).",
+        ),
+        click.option(
             "--source-weight",
             "source_weights",
             multiple=True,
@@ -178,6 +185,7 @@ def _search(
             per_source_ms=args.get("source_timeout_ms") or DEFAULT_PER_SOURCE_MS,
             total_ms=args.get("total_timeout_ms") or DEFAULT_TOTAL_MS,
             strict=bool(args.get("strict_sources")),
+            history_weight=float(args.get("history_weight") or 0.0),
         )
     finally:
         ss.close()

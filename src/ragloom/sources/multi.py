@@ -24,10 +24,12 @@ from ragloom.sources.base import (
     Source,
     SourceContext,
     SourceFilter,
+    SourceHit,
     SourceQuery,
     SourceSettings,
     SyncReport,
 )
+from ragloom.sources.history import HISTORY_DEPTH_DEFAULT, history_rerank
 from ragloom.sources.orchestrate import (
     DEFAULT_PER_SOURCE_MS,
     DEFAULT_TOTAL_MS,
@@ -74,6 +76,7 @@ class SourceSet:
         self.saved = load_config(self.context.index_dir)
         factories = source_factories()
         self.sources: dict[str, Source] = {}
+        self._history: Source | None = None
         self.settings: dict[str, SourceSettings] = {}
         for name in names:
             base = default_settings(name)
@@ -141,9 +144,14 @@ class SourceSet:
         strict: bool = False,
         recency: RecencyConfig | None = None,
         now: float | None = None,
+        history_weight: float = 0.0,
+        history_depth: int = HISTORY_DEPTH_DEFAULT,
     ) -> MultiSearchResult:
         """Query every source in parallel and fuse (``top_k`` caps each source's list; the code
-        source gets ``top_k`` itself, the others their own ``top_k`` setting up to it)."""
+        source gets ``top_k`` itself, the others their own ``top_k`` setting up to it).
+
+        ``history_weight`` > 0 turns on history-aware code ranking (:mod:`.history`, off by
+        default: docs/sources.md has its time-split evaluation)."""
         await asyncio.to_thread(self.warm)
         t0 = time.perf_counter()
         flt = filter or SourceFilter()
@@ -172,6 +180,11 @@ class SourceSet:
             dropped = before - len(results["code"])
             if dropped:
                 notes.append(f"{dropped} code hits in documentation files left to the docs source")
+        if history_weight > 0 and "code" in results:
+            hist = await self._history_commits(query, flt, history_depth, per_source_ms, notes)
+            results["code"] = history_rerank(
+                results["code"], hist, self.context.root, history_weight, history_depth
+            )
         weights = {n: st.weight for n, st in self.settings.items()}
         hits = fuse_sources(results, weights, recency=recency, now=now)
         return MultiSearchResult(
@@ -183,6 +196,24 @@ class SourceSet:
             },
             notes=notes,
         )
+
+    async def _history_commits(
+        self, query: str, flt: SourceFilter, depth: int, per_source_ms: float, notes: list[str]
+    ) -> list[SourceHit]:
+        """The commits that vote, from the commits source (synced or not), under its timeout."""
+        src = self.sources.get("commits")
+        if src is None:
+            if self._history is None:
+                self._history = create_source("commits", self.context, default_settings("commits"))
+            src = self._history
+        try:
+            return await asyncio.wait_for(
+                src.retrieve(SourceQuery(query), RetrieveOptions(top_k=depth, filter=flt)),
+                per_source_ms / 1000,
+            )
+        except Exception as exc:  # history is a refinement: without it the code list stands
+            notes.append(f"history-aware ranking skipped: {type(exc).__name__}: {exc}")
+            return []
 
     def warm(self) -> None:
         """Start-up work of the sources that have some (a ``warm()`` method: the code source
@@ -213,7 +244,7 @@ class SourceSet:
 
     def close(self) -> None:
         async def _all() -> None:
-            for src in self.sources.values():
+            for src in [*self.sources.values(), *([self._history] if self._history else [])]:
                 await src.dispose()
 
         run_sync(_all)

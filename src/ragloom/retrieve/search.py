@@ -320,6 +320,10 @@ class Retriever:
         """(store data_version, view) of the last pin."""
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._symbols_lock = threading.Lock()
+        """One rebuild of the symbol table per generation: without it, every request thread of a
+        server rebuilt it at once after a re-index (40 threads: 40 rebuilds, 45.8 s, the
+        process stalled; docs/serving.md)."""
         self.bm25_workers = 1
         """Threads running hybrid queries' BM25 side (created on the first hybrid query): one
         suits a single caller; a server sharing this Retriever across request threads raises
@@ -337,14 +341,19 @@ class Retriever:
         """The index's symbols and paths, rebuilt when the store's generation changes."""
         gen = self.store.generation()
         cached = self._symbols
-        if cached is None or cached[0] != gen:
-            # A split symbol is one definition: it is listed once, as its first part (the one
-            # with the definition line), so 64 parts neither make its name look ambiguous
-            # (which halves an entity's confidence) nor all get fetched and boosted.
-            rows = (r for r in self.store.symbol_table() if not is_part(r[2]))
-            cached = (gen, InMemorySymbolTable(rows))
-            self._symbols = cached
-        return cached[1]
+        if cached is not None and cached[0] == gen:
+            return cached[1]
+        with self._symbols_lock:
+            cached = self._symbols  # another thread may have rebuilt it while this one waited
+            if cached is None or cached[0] != gen:
+                # A split symbol is one definition: it is listed once, as its first part (the
+                # one with the definition line), so 64 parts neither make its name look
+                # ambiguous (which halves an entity's confidence) nor all get fetched and
+                # boosted.
+                rows = (r for r in self.store.symbol_table() if not is_part(r[2]))
+                cached = (gen, InMemorySymbolTable(rows))
+                self._symbols = cached
+            return cached[1]
 
     def chunk_count(self) -> int:
         """The store's chunk count, cached per index generation (a count(*) costs ~1 ms at 100k

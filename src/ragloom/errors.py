@@ -38,6 +38,7 @@ __all__ = [
     "RerankError",
     "SearchError",
     "TimeoutError_",
+    "UnknownIdError",
 ]
 
 
@@ -130,3 +131,8 @@ class InputError(RagError):
     """Bad user input: a path that does not exist, is not a directory, and so on."""
 
     exit_code = 3
+
+
+class UnknownIdError(InputError):
+    """Input naming something this index never made: an unknown ``query_id`` (feedback) or
+    job id. The HTTP API answers it with 404; the CLI exit code is InputError's."""

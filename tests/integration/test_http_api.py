@@ -241,9 +241,8 @@ def test_error_statuses(client: httpx.Client) -> None:
     assert error_of(client.get("/search"), 405)["type"] == "method_not_allowed"
     bad_strategy = client.post("/search", json={"query": "json", "strategy": "telepathy"})
     assert error_of(bad_strategy, 400)["type"] == "input_error"
-    unknown = client.get("/feedback/" + "f" * 32)
-    assert 400 <= unknown.status_code < 500
-    assert "unknown query_id" in error_of(unknown, unknown.status_code)["message"]
+    unknown = error_of(client.get("/feedback/" + "f" * 32), 404)
+    assert unknown["type"] == "not_found" and "unknown query_id" in unknown["message"]
     malformed = client.get("/feedback/not-a-query-id")
     error_of(malformed, 422)
     too_long = client.post("/search", json={"query": "x" * 201})
@@ -275,7 +274,7 @@ def test_feedback_roundtrip(client: httpx.Client) -> None:
     unknown = client.post(
         "/feedback", json={"query_id": "e" * 32, "chunk_id": chunk, "rating": "helpful"}
     )
-    assert "unknown query_id" in error_of(unknown, 400)["message"]
+    assert "unknown query_id" in error_of(unknown, 404)["message"]
 
 
 # -- status, metrics, openapi --------------------------------------------------------------------

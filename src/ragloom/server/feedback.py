@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ragloom.errors import DbError, InputError
+from ragloom.errors import DbError, InputError, UnknownIdError
 
 __all__ = [
     "FEEDBACK_DB_NAME",
@@ -210,7 +210,7 @@ class FeedbackStore:
             raise InputError("query_id must be a non-empty string")
         logged = self.query(query_id)
         if logged is None:
-            raise InputError(
+            raise UnknownIdError(
                 f"unknown query_id {query_id!r}: feedback must name the query_id of an answer "
                 "this index gave"
             )

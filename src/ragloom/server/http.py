@@ -59,6 +59,7 @@ from ragloom.errors import (
     RagError,
     SearchError,
     TimeoutError_,
+    UnknownIdError,
 )
 from ragloom.server.feedback import MAX_COMMENT_CHARS, MAX_USED_CHUNKS
 
@@ -77,6 +78,7 @@ OPEN_PATHS = frozenset({"/healthz"})
 """Routes answered without the token (a load balancer's probe has no secret)."""
 
 ERROR_STATUS: tuple[tuple[type[RagError], int, str], ...] = (
+    (UnknownIdError, 404, "not_found"),
     (InputError, 400, "input_error"),
     (ConfigError, 400, "config_error"),
     (IndexNotFoundError, 404, "index_not_found"),

@@ -373,3 +373,36 @@ def test_repositories_are_isolated(opener: Opener) -> None:
     # locks are per repository
     with a.write_lock(), b.write_lock():
         pass
+
+
+def test_a_path_written_twice_in_one_update_keeps_the_last(opener: Opener) -> None:
+    for first_load in (True, False):
+        b = opener(f"twice{int(first_load)}")
+        if not first_load:
+            write(b, {"a.py": [chunk("a.py", "orig")]})
+        with b.write_lock():
+            update = b.begin_update()
+            for names in (["one", "two"], ["two", "three"]):
+                update.replace_file(
+                    "a.py",
+                    [chunk("a.py", n, line=i) for i, n in enumerate(names)],
+                    file_hash=f"h{names}",
+                    size=1,
+                    mtime=1.0,
+                    language="python",
+                    source="code",
+                )
+            update.replace_file(
+                "gone.py",
+                [chunk("gone.py", "x")],
+                file_hash="g",
+                size=1,
+                mtime=1.0,
+                language="python",
+                source="code",
+            )
+            update.remove_file("gone.py")
+            update.publish()
+        assert [r.symbol for r in b.chunks_for_path("a.py")] == ["two", "three"]
+        assert set(b.files()) == {"a.py"} and b.files()["a.py"].n_chunks == 2
+        assert b.chunk_count() == 2

@@ -836,6 +836,8 @@ class PgUpdate:
         self._generation = int(row[0]) + 1
         self._empty = not row[1]
         """A first load: no stored chunk to compare with (one query per file saved)."""
+        self._written: set[str] = set()
+        """Paths written or removed by this update (their rows are no longer the stored ones)."""
 
     @property
     def generation(self) -> int:
@@ -853,9 +855,11 @@ class PgUpdate:
         source: str,
     ) -> tuple[int, int, int, int]:
         conn = self._conn
+        if path in self._written:  # written before in this update: compare with those rows
+            self._flush()
         existing = (
             {}
-            if self._empty
+            if self._empty and path not in self._written
             else {
                 str(r[0]): (int(r[1]), str(r[2]), tuple(r[3:]))
                 for r in conn.execute(
@@ -912,6 +916,7 @@ class PgUpdate:
                     c.text,
                 )
             )
+        self._written.add(path)
         stale = [rowid for cid, (rowid, _, _) in existing.items() if cid not in new_ids]
         drop.extend(stale)
         if drop:
@@ -935,6 +940,7 @@ class PgUpdate:
 
     def remove_file(self, path: str) -> int:
         self._flush()  # buffered rows of this path (if any) go first
+        self._written.add(path)
         cur = self._conn.execute(
             "DELETE FROM chunks WHERE repo_id = %s AND path = %s", (self._repo_id, path)
         )

@@ -1,0 +1,65 @@
+"""PostgreSQL-only properties: numbered migrations, errors a reader meets, ef_search, feedback."""
+
+from __future__ import annotations
+
+import numpy as np
+import psycopg
+import pytest
+
+from ragloom.errors import DbError, IndexNotFoundError
+from ragloom.index.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresBackend, connect, migrate
+from tests.pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
+
+
+def test_migrations_are_numbered_recorded_and_idempotent(pg_dsn: str) -> None:  # noqa: F811
+    with connect(pg_dsn) as conn:
+        assert migrate(conn) == SCHEMA_VERSION == len(MIGRATIONS)
+        assert migrate(conn) == SCHEMA_VERSION  # nothing left to apply
+        rows = conn.execute("SELECT version FROM schema_migrations ORDER BY version").fetchall()
+        assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
+        tables = {
+            r[0]
+            for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        }
+        assert {"repositories", "files", "chunks", "embeddings", "feedback", "query_log"} <= tables
+        # a database migrated by a newer ragloom is refused, not misread
+        conn.execute("INSERT INTO schema_migrations(version) VALUES (%s)", (SCHEMA_VERSION + 1,))
+        with pytest.raises(DbError, match="newer than this ragloom"):
+            migrate(conn)
+    with pytest.raises(DbError, match="newer than this ragloom"):
+        PostgresBackend(pg_dsn, "r")
+
+
+def test_reader_errors_name_the_fix(pg_dsn: str) -> None:  # noqa: F811
+    with pytest.raises(IndexNotFoundError, match="ragloom index PATH --backend postgres"):
+        PostgresBackend(pg_dsn, "r")  # no ragloom tables yet
+    PostgresBackend(pg_dsn, "alpha", create=True).close()
+    with pytest.raises(IndexNotFoundError, match=r"no repository 'beta'.*it holds: alpha"):
+        PostgresBackend(pg_dsn, "beta")
+
+
+def test_ef_search_follows_k_and_feedback_is_stored(pg_dsn: str) -> None:  # noqa: F811
+    b = PostgresBackend(pg_dsn, "r", create=True, ef_search=40)
+    try:
+        b.set_repository(
+            root="/r",
+            embedding_key="k",
+            embedding_dim=3,
+            embedding_model="m",
+            embedding_spec="m",
+            tokenizer_version="t",
+            ragloom_version="0",
+        )
+        q = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+        for k, ef in ((5, 40), (300, 600), (900, 1000)):
+            assert b.vector_search(q, k) == []
+            row = b._conn.execute("SHOW hnsw.ef_search").fetchone()
+            assert row == (str(ef),)
+        b.record_feedback("how to x", "a.py::x", 1)
+        b.log_query("how to x", "hybrid", 1, 3, 12.5)
+        with psycopg.connect(pg_dsn) as conn:
+            fb = conn.execute("SELECT query, chunk_id, signal FROM feedback").fetchall()
+            ql = conn.execute("SELECT strategy, generation, hits FROM query_log").fetchall()
+        assert fb == [("how to x", "a.py::x", 1)] and ql == [("hybrid", 1, 3)]
+    finally:
+        b.close()

@@ -267,10 +267,21 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
             assert after["generation"] > answer["generation"]
             assert after["hits"][0]["path"] == "widgets.py"
 
+            # live reload: an edit of the repository's ragloom.toml reaches the running server
+            (repo / "ragloom.toml").write_text("[ranking]\ntop_k = 2\n", encoding="utf-8")
+            deadline = time.monotonic() + 20.0
+            while True:
+                live = structured(await client.call_tool("search_code", {"query": QUERY}))
+                if len(live["hits"]) == 2 or time.monotonic() > deadline:
+                    break
+                await anyio.sleep(0.3)
+            assert len(live["hits"]) == 2, "ragloom.toml's ranking.top_k was not applied live"
+
     try:
         run(body)
     finally:
         (repo / "widgets.py").unlink(missing_ok=True)
+        (repo / "ragloom.toml").unlink(missing_ok=True)
     assert stream_faults == []
 
 

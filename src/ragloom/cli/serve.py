@@ -53,15 +53,6 @@ def _load(
     return folder, root, load_settings(root, overrides=overrides)
 
 
-def _open(
-    path: Path | None, index_dir: Path | None, overrides: dict[str, Any]
-) -> tuple[ServingEngine, LoadedSettings, Path]:
-    from ragloom.server.engine import ServingEngine
-
-    folder, root, loaded = _load(path, index_dir, overrides)
-    return ServingEngine.open(folder, loaded.settings), loaded, root
-
-
 def _server_overrides(host: str | None, port: int | None) -> dict[str, Any]:
     server: dict[str, Any] = {}
     if host is not None:
@@ -146,10 +137,7 @@ def _start_watcher(
     """Live reload: a valid change of the configuration files swaps the engine's ranking,
     assembly and cache settings (server settings such as host and port need a restart); an
     invalid one is logged by the watcher and the old settings stay."""
-    try:
-        from ragloom.settings import SettingsWatcher
-    except ImportError:  # a build without the watcher: no live reload
-        return None
+    from ragloom.settings import SettingsWatcher
 
     def on_change(loaded: LoadedSettings) -> None:
         engine.apply_settings(loaded.settings)
@@ -184,11 +172,17 @@ def serve_mcp_cmd(
     path: Path | None, index_dir: Path | None, transport: str, host: str, port: int
 ) -> None:
     """Serve the index of PATH to MCP clients (tools: search_code, get_context,
-    index_status, reindex, record_feedback)."""
+    index_status, reindex, record_feedback). Edits of the repository's configuration apply
+    live, as for ``serve http``; logs and notices go to stderr (stdout is the protocol)."""
+    from ragloom.server.engine import ServingEngine
     from ragloom.server.mcp import run_mcp
 
-    engine, _, _ = _open(path, index_dir, {})
+    folder, root, loaded = _load(path, index_dir, {})
+    engine = ServingEngine.open(folder, loaded.settings)
+    watcher = _start_watcher(root, engine, loaded, {}) if loaded.settings.server.reload else None
     try:
         run_mcp(engine, transport="http" if transport == "http" else "stdio", host=host, port=port)
     finally:
+        if watcher is not None:
+            watcher.stop()
         engine.close()

@@ -107,7 +107,8 @@ def run(dsn: str, n: int, queries: int, work: Path) -> dict[str, object]:
     for i, (path, line, text) in enumerate(stdlib_windows(n)):
         fpath = f"{path}#{i // FILE_CHUNKS}"
         words = [w for w in text.splitlines()[0].split() if w.isidentifier()]
-        if len(first_lines) < queries and i % max(1, n // queries) == 0 and len(words) >= 2:
+        # sampled 4x as often as needed: about half the windows start with no two words
+        if len(first_lines) < queries and i % max(1, n // (4 * queries)) == 0 and len(words) >= 2:
             first_lines.append(" ".join(words[:8]))
         files.setdefault(fpath, []).append(
             Chunk(

@@ -333,6 +333,32 @@ def test_reindex_job_to_completion(client: httpx.Client, repo: Path) -> None:
     assert hits["hits"][0]["symbol"] == NEW_FUNCTION
 
 
+# -- configuration -------------------------------------------------------------------------------
+
+
+def test_config_reload_on_request(client: httpx.Client, anon: httpx.Client, repo: Path) -> None:
+    """POST /config/reload re-reads ragloom.toml and applies it to the next request; a bad
+    file is a 400 naming the key and changes nothing; server settings keep running values."""
+    config = repo / "ragloom.toml"
+    assert anon.post("/config/reload").status_code == 401
+    try:
+        config.write_text("[ranking]\ntop_k = 4\n")
+        body = client.post("/config/reload").json()
+        assert "ranking.top_k" in body["changed"]
+        assert body["sources"]["ranking.top_k"] == "ragloom.toml"
+        assert body["sources"]["server.api_token"] == "running"
+        assert TOKEN not in str(body)  # masked
+        assert body["settings"]["server"]["max_top_k"] == LIMITS["server.max_top_k"]
+        assert client.post("/search", json={"query": "decode JSON"}).json()["top_k"] == 4
+        config.write_text("[ranking]\ntop_k = 0\n")
+        bad = error_of(client.post("/config/reload"), 400)
+        assert bad["type"] == "config_error" and "ranking.top_k" in bad["message"]
+        assert client.post("/search", json={"query": "decode JSON"}).json()["top_k"] == 4
+    finally:
+        config.unlink(missing_ok=True)
+        assert client.post("/config/reload").status_code == 200  # back to the defaults
+
+
 # -- the command ---------------------------------------------------------------------------------
 
 

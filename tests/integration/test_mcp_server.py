@@ -34,7 +34,14 @@ from tests.conftest import copy_stdlib_packages, run_cli
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-TOOLS = {"search_code", "get_context", "index_status", "reindex", "record_feedback"}
+TOOLS = {
+    "search_code",
+    "get_context",
+    "index_status",
+    "reindex",
+    "record_feedback",
+    "reload_config",
+}
 QUERY = "decode a JSON document into Python objects"
 NEW_FILE_SYMBOL = "frobnicate_widget_registry"
 TOKEN = "mcp-test-token"
@@ -276,6 +283,15 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
                     break
                 await anyio.sleep(0.3)
             assert len(live["hits"]) == 2, "ragloom.toml's ranking.top_k was not applied live"
+            # ... and on request: the reload_config tool
+            (repo / "ragloom.toml").write_text("[ranking]\ntop_k = 3\n", encoding="utf-8")
+            reloaded = structured(await client.call_tool("reload_config", {}))
+            assert reloaded["sources"]["ranking.top_k"] == "ragloom.toml"
+            live = structured(await client.call_tool("search_code", {"query": QUERY}))
+            assert len(live["hits"]) == 3
+            (repo / "ragloom.toml").write_text("[ranking]\ntop_k = -1\n", encoding="utf-8")
+            refused = await client.call_tool("reload_config", {})
+            assert refused.is_error and "ranking.top_k" in text_of(refused)
 
     try:
         run(body)

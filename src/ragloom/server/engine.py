@@ -759,6 +759,32 @@ class ServingEngine:
                 self._batcher.window_s = max(0.0, settings.server.batch_window_ms) / 1000.0
             self._settings = settings
 
+    def reload_settings(self) -> dict[str, Any]:
+        """Live reload on request (HTTP ``POST /config/reload``, the MCP ``reload_config``
+        tool): re-read the repository's ``ragloom.toml`` / ``[tool.ragloom]`` and the
+        environment, and apply them as :meth:`apply_settings` does.
+
+        The ``server`` section keeps its running values (host, port, token and the request
+        limits are fixed when the server starts); its keys report the source ``running``.
+        A bad configuration raises ConfigError (one line, with the key path) and nothing
+        changes. Returns ``{"changed": [dotted keys], "settings", "sources", "files"}``.
+        """
+        loaded = load_settings(self.root)
+        current = self.settings
+        new = loaded.settings.model_copy(update={"server": current.server})
+        before, after = current.flat(), new.flat()
+        changed = sorted(k for k, v in after.items() if before.get(k) != v)
+        self.apply_settings(new)
+        sources = {
+            k: ("running" if k.startswith("server.") else v) for k, v in loaded.sources.items()
+        }
+        return {
+            "changed": changed,
+            "settings": new.public_dict(),
+            "sources": sources,
+            "files": [str(p) for p in loaded.files],
+        }
+
     def close(self) -> None:
         """Stop the query log writer, wait for a running job, close the reader."""
         with self._lock:

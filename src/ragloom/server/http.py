@@ -260,6 +260,23 @@ class StatusResponse(BaseModel):
     chunks: int
 
 
+class ConfigResponse(BaseModel):
+    """After a reload: the effective settings (secrets masked), where each key came from, the
+    files read (as ``ragloom config show --json``) and the keys that changed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    settings: dict[str, dict[str, Any]]
+    sources: dict[str, str] = Field(
+        description="Dotted key -> default | pyproject.toml | ragloom.toml | env:VAR | "
+        "override | running (server keys: fixed while the server runs)."
+    )
+    files: list[str]
+    changed: list[str] = Field(
+        default_factory=list, description="Dotted keys whose value the reload changed."
+    )
+
+
 class JobProgress(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -923,6 +940,21 @@ def create_app(engine: "ServingEngine") -> FastAPI:
         """Files, chunks, model, BM25 and vector readiness, the served generation, cache hit
         rates and running jobs."""
         return engine.status()
+
+    @app.post(
+        "/config/reload",
+        tags=["operations"],
+        response_model=ConfigResponse,
+        responses=_errors(),
+        summary="Re-read the configuration and apply it live",
+        operation_id="reload_config",
+    )
+    def reload_config() -> dict[str, Any]:
+        """Re-read the repository's ragloom.toml / [tool.ragloom] and the environment; ranking,
+        assembly and cache settings apply to the next request without a restart (server
+        settings keep their running values). A bad configuration answers 400 with the key
+        path and changes nothing."""
+        return engine.reload_settings()
 
     @app.post(
         "/index",

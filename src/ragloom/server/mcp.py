@@ -427,6 +427,29 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
     ) -> dict[str, Any]:
         return engine.record_feedback(query_id, chunk_id, rating, comment)
 
+    @server.tool(
+        name="reload_config",
+        title="Reload the configuration",
+        description=(
+            "Re-read the repository's ragloom.toml / [tool.ragloom] and the RAGLOOM_* "
+            "environment and apply them without a restart: ranking (strategy, top_k), "
+            "assembly (budget, format, counter) and cache settings take effect for the next "
+            "call. Server settings (limits, token) keep their running values. Returns the keys "
+            "that changed, every effective value (secrets masked) and its source. A bad "
+            "configuration is an error naming the key, and nothing changes. Only needed after "
+            "editing the configuration when the server was started with server.reload = false "
+            "(otherwise edits are picked up within about a second)."
+        ),
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )
+    def reload_config() -> dict[str, Any]:
+        return engine.reload_settings()
+
     return server
 
 

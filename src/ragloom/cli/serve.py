@@ -172,7 +172,7 @@ def serve_mcp_cmd(
     path: Path | None, index_dir: Path | None, transport: str, host: str, port: int
 ) -> None:
     """Serve the index of PATH to MCP clients (tools: search_code, get_context,
-    index_status, reindex, record_feedback). Edits of the repository's configuration apply
+    index_status, reindex, record_feedback, reload_config). Edits of the repository's configuration apply
     live, as for ``serve http``; logs and notices go to stderr (stdout is the protocol)."""
     from ragloom.server.engine import ServingEngine
     from ragloom.server.mcp import run_mcp

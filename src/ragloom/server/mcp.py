@@ -9,6 +9,7 @@ embedding model loaded once) for the life of the process:
 ``index_status``    counts, freshness, generation, cache hit rates, running jobs
 ``reindex``         incremental refresh; MCP progress notifications while it runs
 ``record_feedback`` rate a chunk of an earlier answer (by its ``query_id``)
+``reload_config``   re-read ragloom.toml and apply ranking/assembly/cache settings live
 
 The input limits (query length, ``top_k``, ``budget``) come from ``settings.server`` and are
 published in each tool's JSON schema, so a client sees them before it calls. Every ragloom

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import sysconfig
 import tempfile
@@ -184,6 +185,49 @@ def run(dsn: str, n: int, queries: int, work: Path) -> dict[str, object]:
             samples.append(time.perf_counter() - t)
         out[f"pgvector_k{k}"] = percentiles(samples)
     index.close()
+    out["pgvector_k10_variants"] = sql_variants(dsn, [embedder.embed_query(q) for q in first_lines])
+    return out
+
+
+def sql_variants(dsn: str, vectors: list[np.ndarray]) -> dict[str, object]:
+    """Where pgvector's time goes: the backend's query (repository filter, iterative scan in
+    strict order) against the same query without the filter and with other scan modes, k = 10,
+    ef_search 100, one connection, as plain SQL."""
+    from ragloom.index.postgres import connect
+
+    base = (
+        f"SELECT rowid FROM chunks WHERE {{where}} ORDER BY embedding::vector({DIM}) <=> "
+        f"%s::vector({DIM}) LIMIT 10"
+    )
+    lits = ["[" + ",".join(repr(float(x)) for x in v) + "]" for v in vectors]
+    out: dict[str, object] = {}
+    with connect(dsn) as conn:
+        row = conn.execute("SELECT id FROM repositories WHERE name = 'bench'").fetchone()
+        repo = f"repo_id = {int(row[0]) if row else 0} AND embedding_dim = {DIM}"
+        variants = {
+            "repo_filter+strict_order": (repo, "strict_order"),
+            "repo_filter+relaxed_order": (repo, "relaxed_order"),
+            "repo_filter+no_iterative": (repo, "off"),
+            "no_repo_filter+no_iterative": (f"embedding_dim = {DIM}", "off"),
+        }
+        conn.execute("SET hnsw.ef_search = 100")
+        for name, (where, mode) in variants.items():
+            conn.execute(f"SET hnsw.iterative_scan = {mode}")
+            sql = base.format(where=where)
+            for lit in lits[:5]:
+                conn.execute(sql, (lit,)).fetchall()
+            samples = []
+            for lit in lits:
+                t = time.perf_counter()
+                conn.execute(sql, (lit,)).fetchall()
+                samples.append(time.perf_counter() - t)
+            out[name] = percentiles(samples)
+        plan = conn.execute(
+            "EXPLAIN (COSTS OFF) " + base.format(where=variants["repo_filter+strict_order"][0]),
+            (lits[0],),
+        ).fetchall()
+        lines = [re.sub(r"'\[[^']*\]'", "'[...]'", str(r[0]).strip()) for r in plan]
+        out["plan"] = " / ".join(lines)
     return out
 
 

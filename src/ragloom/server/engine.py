@@ -38,6 +38,7 @@ from typing import Any, cast
 from ragloom.api import DEFAULT_INDEX_DIRNAME, Index
 from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
 from ragloom.assemble.budget import FORMATS, Format
+from ragloom.assemble.context import ContextPart
 from ragloom.embed.base import Embedder
 from ragloom.errors import (
     ConfigError,
@@ -93,6 +94,19 @@ def hit_json(hit: Hit, explain: bool, generation: int) -> dict[str, Any]:
         out["scores"] = dict(hit.scores)
         out["explain"] = hit.explain
     out["generation"] = generation
+    return out
+
+
+def _parts_json(parts: Sequence[ContextPart]) -> list[dict[str, Any]]:
+    """Context parts as JSON, each with the chunk id to rate (its first hit) and its span."""
+    out = []
+    for p in parts:
+        d = p.to_dict()
+        d["chunk_id"] = p.hit_ids[0] if p.hit_ids else p.id
+        d["path"] = p.file_path
+        d["start_line"] = p.ranges[0][0] if p.ranges else 0
+        d["end_line"] = p.ranges[-1][1] if p.ranges else 0
+        out.append(d)
     return out
 
 
@@ -432,14 +446,24 @@ class ServingEngine:
         top_k: int | None = None,
         strategy: str | None = None,
         explain: bool = False,
+        sources: Sequence[str] | None = None,
     ) -> dict[str, Any]:
-        """Ranked hits for ``query`` (the dict of docs/serving.md "search")."""
+        """Ranked hits for ``query`` (the dict of docs/serving.md "search").
+
+        ``sources`` (e.g. ``["code", "docs", "commits"]``) asks the synced sources of the
+        index in parallel and fuses them (docs/sources.md); the answer then adds ``sources``
+        (each source's status, count and latency) and each hit its ``source``. Without it, or
+        with ``["code"]`` alone, only the code index answers (cached).
+        """
         t0 = time.perf_counter()
         s = self._settings
         query = self._check_query(query)
         k = self._check_int("top_k", s.ranking.top_k if top_k is None else top_k, 1, MAX_TOP_K)
         strat = self._check_strategy(s.ranking.strategy if strategy is None else strategy)
         explain = bool(explain)
+        names = self._check_sources(sources)
+        if names is not None:
+            return self._search_sources(query, names, k, strat, explain, t0)
         with self._use_reader() as r:
             self._strict_bm25(r, strat)
 
@@ -487,8 +511,10 @@ class ServingEngine:
         budget: int | None = None,
         strategy: str | None = None,
         format: str | None = None,
+        sources: Sequence[str] | None = None,
     ) -> dict[str, Any]:
-        """A token-budgeted context for ``query`` (the dict of docs/serving.md "context")."""
+        """A token-budgeted context for ``query`` (the dict of docs/serving.md "context");
+        ``sources`` as in :meth:`search` (non-code items rendered with their attribution)."""
         t0 = time.perf_counter()
         s = self._settings
         query = self._check_query(query)
@@ -506,6 +532,11 @@ class ServingEngine:
                 f"format must be one of {', '.join(FORMATS)} (or text), got {fmt_in!r}"
             )
         counter_name = s.assembly.counter
+        names = self._check_sources(sources)
+        if names is not None:
+            return self._context_sources(
+                query, names, k, strat, tokens, cast(Format, fmt), counter_name, t0
+            )
         with self._use_reader() as r:
             self._strict_bm25(r, strat)
 
@@ -544,6 +575,124 @@ class ServingEngine:
         self.metrics.observe_query("context", hit, elapsed)
         return out
 
+    # -- several sources (docs/sources.md) ----------------------------------------------
+    @staticmethod
+    def _check_sources(sources: Sequence[str] | None) -> list[str] | None:
+        """Source names asked for, or None for the code index alone (the cached path)."""
+        if sources is None:
+            return None
+        if isinstance(sources, str) or not all(isinstance(n, str) for n in sources):
+            raise InputError("sources must be a list of source names, e.g. ['code', 'docs']")
+        from ragloom.sources.registry import parse_source_list, source_factories
+
+        try:
+            names = parse_source_list(list(sources))
+        except RagError as exc:
+            raise InputError(str(exc)) from exc
+        known = source_factories()
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise InputError(
+                f"unknown source {unknown[0]!r}; known sources: {', '.join(sorted(known))}"
+            )
+        return None if names == ["code"] else names
+
+    def _multi_search(
+        self, r: _Reader, query: str, names: list[str], k: int, strat: str, explain: bool
+    ) -> Any:
+        from ragloom.sources.multi import SourceSet
+
+        options = {"code": {"strategy": strat, "explain": explain}}
+        ss = SourceSet(self.root, self.index_dir, names, options=options, index=r.index)
+        try:
+            return ss.search(query, top_k=k)
+        finally:
+            ss.close()
+
+    def _search_sources(
+        self, query: str, names: list[str], k: int, strat: str, explain: bool, t0: float
+    ) -> dict[str, Any]:
+        with self._use_reader() as r:
+            res = self._multi_search(r, query, names, k, strat, explain)
+            gen = r.retriever.store.generation()
+        hits: list[dict[str, Any]] = []
+        for h in res.hits:
+            if h.source == "code" and h.payload is not None:
+                hits.append(
+                    {**hit_json(h.payload, explain, gen), "source": "code", "score": h.score}
+                )
+            else:
+                d = h.to_dict()
+                if explain:
+                    d["explain"] = h.explain
+                else:
+                    d.pop("text", None)
+                hits.append(d)
+        qid = uuid.uuid4().hex
+        out = {
+            "query_id": qid,
+            "latency_ms": 0.0,
+            "cache_hit": False,
+            "generation": gen,
+            "query": query,
+            "strategy": strat,
+            "top_k": k,
+            "hits": hits,
+            "notes": list(res.notes),
+            "sources": res.sources_json(),
+            "timings_ms": dict(res.timings_ms),
+        }
+        self._log(qid, "search", query, strat, gen, [str(h["id"]) for h in hits])
+        elapsed = time.perf_counter() - t0
+        out["latency_ms"] = elapsed * 1000
+        self.metrics.observe_query("search", False, elapsed)
+        return out
+
+    def _context_sources(
+        self,
+        query: str,
+        names: list[str],
+        k: int,
+        strat: str,
+        budget: int,
+        fmt: Format,
+        counter: str,
+        t0: float,
+    ) -> dict[str, Any]:
+        from ragloom.sources.context import assemble_sources
+
+        with self._use_reader() as r:
+            res = self._multi_search(r, query, names, k, strat, False)
+            gen = r.retriever.store.generation()
+            ctx = assemble_sources(
+                r.index, query, res.hits, budget=budget, format=fmt, counter=counter
+            )
+        parts = _parts_json(ctx.parts)
+        hit_ids = [h.id for h in res.hits]
+        qid = uuid.uuid4().hex
+        out = {
+            "query_id": qid,
+            "latency_ms": 0.0,
+            "cache_hit": False,
+            "generation": gen,
+            "query": query,
+            "format": fmt,
+            "strategy": strat,
+            "top_k": k,
+            "budget": budget,
+            "context": ctx.text,
+            "parts": parts,
+            "stats": ctx.stats.to_dict(),
+            "notes": list(res.notes),
+            "hit_ids": hit_ids,
+            "sources": res.sources_json(),
+        }
+        self._log(qid, "context", query, strat, gen, hit_ids)
+        elapsed = time.perf_counter() - t0
+        out["latency_ms"] = elapsed * 1000
+        self.metrics.observe_query("context", False, elapsed)
+        return out
+
     def _assemble(
         self,
         r: _Reader,
@@ -570,14 +719,7 @@ class ServingEngine:
             )
             span.set_attribute("parts", len(ctx.parts))
             span.set_attribute("tokens", ctx.stats.tokens_total)
-        parts = []
-        for p in ctx.parts:
-            d = p.to_dict()
-            d["chunk_id"] = p.hit_ids[0] if p.hit_ids else p.id
-            d["path"] = p.file_path
-            d["start_line"] = p.ranges[0][0] if p.ranges else 0
-            d["end_line"] = p.ranges[-1][1] if p.ranges else 0
-            parts.append(d)
+        parts = _parts_json(ctx.parts)
         return {
             "generation": result.generation,
             "strategy": result.strategy,

@@ -209,13 +209,49 @@ class SearchHit(BaseModel):
     )
 
 
+class SourceItemHit(BaseModel):
+    """One item of a source other than the code index (with ``sources``): a documentation
+    section, a commit, an issue or a pull request, with its attribution."""
+
+    model_config = ConfigDict(extra="allow")
+
+    source: str = Field(description="docs | commits | issues | prs | a third-party source.")
+    id: str = Field(description="The item's id in its source.")
+    title: str = Field(description="Section title path, commit subject, issue or PR title.")
+    kind: str
+    score: float = Field(description="Fused score (higher is better).")
+    date: float | None = Field(description="Unix time of the item (commit, last update).")
+    url: str | None = Field(description="Where the item lives, when it has an address.")
+    author: str | None = None
+    attribution: dict[str, Any] = Field(
+        description="Commit hash, issue number, file path: what to cite."
+    )
+    paths: list[str] = Field(description="Files the item names (a commit's changed files).")
+
+
+class SourceStatus(BaseModel):
+    """How one source did for this answer."""
+
+    model_config = ConfigDict(extra="allow")
+
+    source: str
+    count: int = Field(description="Hits it returned.")
+    latency_ms: float
+    status: str = Field(description="ok | timeout | error | disabled (left out of the answer).")
+
+
 class SearchResponse(_Answer):
     """Ranked chunks for a query."""
 
     strategy: str = Field(description="The retrieval strategy used.")
     top_k: int = Field(description="Number of hits asked for.")
-    hits: list[SearchHit]
+    hits: list[SearchHit | SourceItemHit] = Field(
+        description="Best first: code chunks, and with `sources` the other sources' items."
+    )
     notes: list[str] = Field(description="Remarks about the answer (e.g. a fallback taken).")
+    sources: list[SourceStatus] | None = Field(
+        default=None, description="With `sources` in the request: each source's status."
+    )
 
 
 class ContextPart(BaseModel):
@@ -247,6 +283,9 @@ class ContextResponse(_Answer):
     notes: list[str] = Field(description="Remarks about the answer (e.g. a fallback taken).")
     hit_ids: list[str] = Field(
         description="Ids of the ranked hits the context was built from (for POST /feedback)."
+    )
+    sources: list[SourceStatus] | None = Field(
+        default=None, description="With `sources` in the request: each source's status."
     )
 
 
@@ -375,6 +414,15 @@ def _request_models(limits: _Limits) -> dict[str, type[BaseModel]]:
         f"{limits.max_query_chars} characters).",
         examples=["parse a JSON document from a string"],
     )
+    sources_field = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        description="Sources to ask in parallel and fuse: code, docs, commits, issues, prs "
+        "(those the index synced with `ragloom index --sources`; docs/sources.md). Omitted: "
+        "the code index alone.",
+        examples=[["code", "docs", "commits"]],
+    )
     strategy_field = Field(
         default=None,
         min_length=1,
@@ -407,6 +455,7 @@ def _request_models(limits: _Limits) -> dict[str, type[BaseModel]]:
         explain: bool = Field(
             default=False, description="Add each modality's scores and the ranking stages."
         )
+        sources: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = sources_field
 
     class ContextRequest(BaseModel):
         """Assemble a token-budgeted context for a query."""
@@ -442,6 +491,7 @@ def _request_models(limits: _Limits) -> dict[str, type[BaseModel]]:
             default=None,
             description="Rendering of the context [server default: settings.assembly.format].",
         )
+        sources: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = sources_field
 
     class FeedbackRequest(BaseModel):
         """Relevance feedback on one chunk of an answer."""
@@ -902,7 +952,12 @@ def create_app(engine: "ServingEngine") -> FastAPI:
         the code itself within a token budget."""
         b: Any = body
         answer = await run_in_threadpool(
-            engine.search, b.query, top_k=b.top_k, strategy=b.strategy, explain=b.explain
+            engine.search,
+            b.query,
+            top_k=b.top_k,
+            strategy=b.strategy,
+            explain=b.explain,
+            sources=b.sources,
         )
         return JSONResponse(answer)
 
@@ -925,6 +980,7 @@ def create_app(engine: "ServingEngine") -> FastAPI:
             budget=b.budget,
             strategy=b.strategy,
             format=b.format,
+            sources=b.sources,
         )
         return JSONResponse(answer)
 

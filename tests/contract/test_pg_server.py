@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import psycopg
 
-from tests.pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
 
-
-def test_server_has_pgvector(pg_dsn: str) -> None:  # noqa: F811
+def test_server_has_pgvector(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn) as conn:
         version = conn.execute("SHOW server_version_num").fetchone()
         ext = conn.execute(
@@ -19,7 +17,7 @@ def test_server_has_pgvector(pg_dsn: str) -> None:  # noqa: F811
     assert dist is not None and abs(float(dist[0]) - 1.0) < 1e-6
 
 
-def test_each_test_gets_a_fresh_database(pg_dsn: str) -> None:  # noqa: F811
+def test_each_test_gets_a_fresh_database(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn) as conn:
         tables = conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"

@@ -8,10 +8,9 @@ import pytest
 
 from ragloom.errors import DbError, IndexNotFoundError
 from ragloom.index.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresBackend, connect, migrate
-from tests.pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
 
 
-def test_migrations_are_numbered_recorded_and_idempotent(pg_dsn: str) -> None:  # noqa: F811
+def test_migrations_are_numbered_recorded_and_idempotent(pg_dsn: str) -> None:
     with connect(pg_dsn) as conn:
         assert migrate(conn) == SCHEMA_VERSION == len(MIGRATIONS)
         assert migrate(conn) == SCHEMA_VERSION  # nothing left to apply
@@ -30,7 +29,7 @@ def test_migrations_are_numbered_recorded_and_idempotent(pg_dsn: str) -> None:  
         PostgresBackend(pg_dsn, "r")
 
 
-def test_reader_errors_name_the_fix(pg_dsn: str) -> None:  # noqa: F811
+def test_reader_errors_name_the_fix(pg_dsn: str) -> None:
     with pytest.raises(IndexNotFoundError, match="ragloom index PATH --backend postgres"):
         PostgresBackend(pg_dsn, "r")  # no ragloom tables yet
     PostgresBackend(pg_dsn, "alpha", create=True).close()
@@ -38,7 +37,7 @@ def test_reader_errors_name_the_fix(pg_dsn: str) -> None:  # noqa: F811
         PostgresBackend(pg_dsn, "beta")
 
 
-def test_ef_search_follows_k_and_feedback_is_stored(pg_dsn: str) -> None:  # noqa: F811
+def test_ef_search_follows_k_and_feedback_is_stored(pg_dsn: str) -> None:
     b = PostgresBackend(pg_dsn, "r", create=True, ef_search=40)
     try:
         b.set_repository(

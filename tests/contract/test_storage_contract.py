@@ -26,7 +26,6 @@ from ragloom.errors import IndexLockedError
 from ragloom.index.backend import EmbeddedBackend, StorageBackend
 from ragloom.index.pg_embedded import EmbeddedPostgres
 from ragloom.types import Chunk
-from tests.pg_fixture import pg_server  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "test-model+v1"

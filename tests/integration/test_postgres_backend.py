@@ -30,7 +30,6 @@ import ragloom
 from ragloom.api import PostgresIndex, open_postgres
 from ragloom.index.pg_embedded import EmbeddedPostgres
 from tests.conftest import copy_stdlib_packages, run_cli
-from tests.pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +63,7 @@ def overlap(a: list[str], b: list[str]) -> float:
 
 def test_same_top_results_as_the_embedded_backend(
     tree: Path,
-    pg_dsn: str,  # noqa: F811
+    pg_dsn: str,
     tmp_path: Path,
 ) -> None:
     embedded = ragloom.Index(tree, tmp_path / "embedded", embedder=MODEL)
@@ -104,7 +103,7 @@ def test_same_top_results_as_the_embedded_backend(
 
 def test_bm25_follows_the_generation(
     tree: Path,
-    pg_dsn: str,  # noqa: F811
+    pg_dsn: str,
     tmp_path: Path,
 ) -> None:
     src = tmp_path / "src"
@@ -136,8 +135,8 @@ def _wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
 
 
 def test_killed_indexer_leaves_previous_generation_and_next_run_completes(
-    pg_server: EmbeddedPostgres,  # noqa: F811
-    pg_dsn: str,  # noqa: F811
+    pg_server: EmbeddedPostgres,
+    pg_dsn: str,
     tmp_path: Path,
 ) -> None:
     src = copy_stdlib_packages(tmp_path / "repo", ["textwrap"])
@@ -222,7 +221,7 @@ def _write_generation(src: Path, g: int) -> None:
 
 
 def test_two_readers_see_whole_generations_while_the_index_changes(
-    pg_dsn: str,  # noqa: F811
+    pg_dsn: str,
     tmp_path: Path,
 ) -> None:
     """Two serving nodes (own connections, own BM25 caches) query while an indexer publishes

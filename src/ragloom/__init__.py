@@ -29,6 +29,7 @@ from ragloom.errors import (
     RerankError,
     SearchError,
     TimeoutError_,
+    UnknownIdError,
 )
 from ragloom.types import Chunk, Hit
 
@@ -80,6 +81,7 @@ __all__ = [
     "SearchError",
     "SearchResult",
     "TimeoutError_",
+    "UnknownIdError",
     "__version__",
     "find_index_dir",
     "open",

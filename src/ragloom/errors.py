@@ -135,4 +135,6 @@ class InputError(RagError):
 
 class UnknownIdError(InputError):
     """Input naming something this index never made: an unknown ``query_id`` (feedback) or
-    job id. The HTTP API answers it with 404; the CLI exit code is InputError's."""
+    job id. The HTTP API answers it with 404."""
+
+    exit_code = 4

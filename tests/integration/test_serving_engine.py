@@ -348,7 +348,7 @@ def test_cli_answers_carry_a_query_id_for_feedback(repo: Path) -> None:
     assert ctx.exit_code == 0, ctx.output
     assert len(json.loads(ctx.stdout)["query_id"]) == 32
     unknown = runner.invoke(cli, ["feedback", "stats", "f" * 32, *at])
-    assert unknown.exit_code == 3 and "unknown query_id" in unknown.stderr
+    assert unknown.exit_code == 4 and "unknown query_id" in unknown.stderr
 
 
 def test_open_without_an_index_names_the_command(tmp_path: Path) -> None:

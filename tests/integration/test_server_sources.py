@@ -69,6 +69,8 @@ def test_engine_search_and_context_with_sources(engine: ServingEngine) -> None:
     # feedback works on a multi-source answer too
     rec = engine.record_feedback(answer["query_id"], answer["hits"][0]["id"], "helpful")
     assert rec["in_results"] is True
+    few = engine.search(QUESTION, top_k=3, sources=["code", "docs", "commits"])
+    assert len(few["hits"]) == 3  # top_k caps the fused answer, not each source's list
     with pytest.raises(InputError, match="unknown source 'wiki'"):
         engine.search(QUESTION, sources=["code", "wiki"])
     assert engine.search(QUESTION, sources=["code"])["hits"] == engine.search(QUESTION)["hits"]

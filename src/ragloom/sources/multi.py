@@ -148,7 +148,8 @@ class SourceSet:
         history_depth: int = HISTORY_DEPTH_DEFAULT,
     ) -> MultiSearchResult:
         """Query every source in parallel and fuse (``top_k`` caps each source's list; the code
-        source gets ``top_k`` itself, the others their own ``top_k`` setting up to it).
+        source gets ``top_k`` itself, the others their own ``top_k`` setting up to it) and keep
+        the best ``top_k`` of the fused list (``-k 5`` answers five hits, not five per source).
 
         ``history_weight`` > 0 turns on history-aware code ranking (:mod:`.history`, off by
         default: docs/sources.md has its time-split evaluation)."""
@@ -187,6 +188,8 @@ class SourceSet:
             )
         weights = {n: st.weight for n, st in self.settings.items()}
         hits = fuse_sources(results, weights, recency=recency, now=now)
+        if top_k is not None:
+            hits = hits[:top_k]
         return MultiSearchResult(
             hits=hits,
             statuses=statuses,

@@ -1,6 +1,6 @@
 """``ragloom serve mcp``: the warm index as an MCP server (official ``mcp`` SDK, 2.x).
 
-Agents plug tools in over the Model Context Protocol; this module gives them five tools over
+Agents plug tools in over the Model Context Protocol; this module gives them six tools over
 one :class:`~ragloom.server.engine.ServingEngine` that stays open (index, BM25 engine and
 embedding model loaded once) for the life of the process:
 
@@ -235,7 +235,7 @@ def _context_output(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_server(engine: ServingEngine) -> MCPServer[Any]:
-    """An MCP server whose five tools answer from ``engine`` (which the caller keeps open).
+    """An MCP server whose six tools answer from ``engine`` (which the caller keeps open).
 
     The schemas' limits are read from ``engine.settings.server`` here, once: the SDK validates
     every call against them before the engine sees it (the engine keeps its own hard bounds).

@@ -42,22 +42,9 @@ def _ids(hits: list[Any]) -> list[str]:
 
 
 def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
-    out: dict[str, object] = {
-        "id": hit.id,
-        "path": hit.path,
-        "start_line": hit.start_line,
-        "end_line": hit.end_line,
-        "kind": hit.kind,
-        "symbol": hit.symbol,
-        "part": part_label(hit.id, hit.text),
-        "language": hit.language,
-        "score": hit.score,
-        "ranks": hit.ranks,
-    }
-    if explain:
-        out["scores"] = hit.scores
-        out["explain"] = hit.explain
-    return out
+    from ragloom.retrieve.search import hit_to_json
+
+    return hit_to_json(hit, explain=explain)
 
 
 @click.command("search")

@@ -14,8 +14,7 @@ from typing import Any
 
 from ragloom.api import Index
 from ragloom.errors import InputError
-from ragloom.ingest.chunker import part_label
-from ragloom.retrieve.search import DEFAULT_STRATEGY
+from ragloom.retrieve.search import DEFAULT_STRATEGY, hit_to_json
 
 __all__ = ["Record", "RecordSource"]
 
@@ -82,14 +81,7 @@ class RecordSource:
                 text=hit.text,
                 score=hit.score,
                 metadata={
-                    "id": hit.id,
-                    "path": hit.path,
-                    "start_line": hit.start_line,
-                    "end_line": hit.end_line,
-                    "kind": hit.kind,
-                    "symbol": hit.symbol,
-                    "part": part_label(hit.id, hit.text),
-                    "language": hit.language,
+                    **hit_to_json(hit),
                     "generation": result.generation,
                     "source": "ragloom",
                 },

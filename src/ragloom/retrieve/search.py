@@ -40,7 +40,7 @@ from ragloom.embed.document import embedding_key
 from ragloom.errors import ConfigError
 from ragloom.index.backend import ReadStore, SparseIndex, VectorIndex
 from ragloom.index.store import ChunkRow
-from ragloom.ingest.chunker import head_id, is_part
+from ragloom.ingest.chunker import head_id, is_part, part_label
 from ragloom.retrieve.config import (
     Dense,
     Hybrid,
@@ -85,6 +85,7 @@ __all__ = [
     "Retriever",
     "SearchResult",
     "SearchSpec",
+    "hit_to_json",
     "parse_search_spec",
 ]
 
@@ -216,6 +217,27 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
                 f"with STEP in {', '.join([*QUERY_STEP_FLAGS, *RANKING_STEPS])}"
             )
     return SearchSpec(strategy, qc, "+".join(parts), tuned, frozenset(off))
+
+
+def hit_to_json(hit: Hit, *, explain: bool = False) -> dict[str, Any]:
+    """One hit as ``ragloom search --json`` prints it; the servers and the framework adapters
+    hand out the same fields (a contract: fields are only ever added)."""
+    out: dict[str, Any] = {
+        "id": hit.id,
+        "path": hit.path,
+        "start_line": hit.start_line,
+        "end_line": hit.end_line,
+        "kind": hit.kind,
+        "symbol": hit.symbol,
+        "part": part_label(hit.id, hit.text),
+        "language": hit.language,
+        "score": hit.score,
+        "ranks": dict(hit.ranks),
+    }
+    if explain:
+        out["scores"] = dict(hit.scores)
+        out["explain"] = hit.explain
+    return out
 
 
 @dataclass(slots=True)

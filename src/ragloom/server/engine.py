@@ -48,10 +48,15 @@ from ragloom.errors import (
     RagError,
     SearchError,
 )
-from ragloom.ingest.chunker import part_label
 from ragloom.paths import existing_dir
 from ragloom.retrieve.reader import DB_NAME, index_manifest
-from ragloom.retrieve.search import MAX_TOP_K, Retriever, SearchResult, parse_search_spec
+from ragloom.retrieve.search import (
+    MAX_TOP_K,
+    Retriever,
+    SearchResult,
+    hit_to_json,
+    parse_search_spec,
+)
 from ragloom.server.cache import EmbeddingCache, ResultCache, result_key
 from ragloom.server.embedding import BatchingEmbedder, CachingEmbedder
 from ragloom.server.feedback import FeedbackStore, QueryLogEntry, QueryLogger
@@ -77,24 +82,8 @@ _FLIGHT_WAIT_S = 30.0
 
 
 def hit_json(hit: Hit, explain: bool, generation: int) -> dict[str, Any]:
-    """One hit as ``ragloom search --json`` prints it (cli/query.py), generation included."""
-    out: dict[str, Any] = {
-        "id": hit.id,
-        "path": hit.path,
-        "start_line": hit.start_line,
-        "end_line": hit.end_line,
-        "kind": hit.kind,
-        "symbol": hit.symbol,
-        "part": part_label(hit.id, hit.text),
-        "language": hit.language,
-        "score": hit.score,
-        "ranks": dict(hit.ranks),
-    }
-    if explain:
-        out["scores"] = dict(hit.scores)
-        out["explain"] = hit.explain
-    out["generation"] = generation
-    return out
+    """One hit as ``ragloom search --json`` prints it, generation included."""
+    return {**hit_to_json(hit, explain=explain), "generation": generation}
 
 
 def _parts_json(parts: Sequence[ContextPart]) -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ rewritten) every item is dropped and the history re-read, and the report says ``
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
@@ -25,14 +24,11 @@ from pathlib import Path
 from ragloom.errors import InputError
 from ragloom.eval.gitdata import Commit, read_log
 from ragloom.sources.base import (
-    RetrieveOptions,
     SourceContext,
-    SourceHit,
-    SourceQuery,
     SourceSettings,
     SyncReport,
 )
-from ragloom.sources.itemstore import Item, ItemStore
+from ragloom.sources.itemstore import Item, StoredSource
 
 __all__ = ["MAX_DIFF_FILES", "CommitsSource", "git_dir_of", "github_web_url"]
 
@@ -131,28 +127,13 @@ def _item(c: Commit, stat: dict[str, tuple[str, str]], web: str | None) -> Item:
     )
 
 
-class CommitsSource:
+class CommitsSource(StoredSource):
     """Commits of the repository's ``HEAD`` history, searched with BM25."""
 
     name = "commits"
 
     def __init__(self, context: SourceContext) -> None:
-        self.context = context
-        self.settings = SourceSettings(enabled=False, weight=0.1)
-        self._store: ItemStore | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return self.settings.enabled
-
-    @property
-    def store(self) -> ItemStore:
-        if self._store is None:
-            self._store = ItemStore(self.context.data_dir, self.name)
-        return self._store
-
-    def initialize(self, settings: SourceSettings) -> None:
-        self.settings = settings
+        super().__init__(context, SourceSettings(enabled=False, weight=0.1))
 
     def _git_dir(self) -> Path:
         gd = git_dir_of(self.context.root)
@@ -197,18 +178,8 @@ class CommitsSource:
         report.seconds = time.perf_counter() - t0
         return report
 
-    async def retrieve(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
-        return await asyncio.to_thread(
-            self.store.search, query.text, options.top_k, options.filter, source=self.name
-        )
-
     async def health_check(self) -> bool:
         return git_dir_of(self.context.root) is not None
-
-    async def dispose(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
 
     def freshness(self) -> dict[str, object]:
         last_sync = self.store.get_meta("last_sync")

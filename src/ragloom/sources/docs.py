@@ -18,7 +18,6 @@ file's modification time (a fresh clone gives every file the clone time: docs/so
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import time
@@ -27,14 +26,11 @@ from pathlib import PurePosixPath
 
 from ragloom.ingest.walker import walk
 from ragloom.sources.base import (
-    RetrieveOptions,
     SourceContext,
-    SourceHit,
-    SourceQuery,
     SourceSettings,
     SyncReport,
 )
-from ragloom.sources.itemstore import Item, ItemStore
+from ragloom.sources.itemstore import Item, StoredSource
 
 __all__ = [
     "DOC_SUFFIXES",
@@ -240,28 +236,13 @@ def split_document(path: str, text: str) -> list[DocSection]:
     return []
 
 
-class DocsSource:
+class DocsSource(StoredSource):
     """Documentation sections of the repository, searched with BM25."""
 
     name = "docs"
 
     def __init__(self, context: SourceContext) -> None:
-        self.context = context
-        self.settings = SourceSettings()
-        self._store: ItemStore | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return self.settings.enabled
-
-    @property
-    def store(self) -> ItemStore:
-        if self._store is None:
-            self._store = ItemStore(self.context.data_dir, self.name)
-        return self._store
-
-    def initialize(self, settings: SourceSettings) -> None:
-        self.settings = settings
+        super().__init__(context, SourceSettings())
 
     def sync(self) -> SyncReport:
         t0 = time.perf_counter()
@@ -319,22 +300,12 @@ class DocsSource:
         report.seconds = time.perf_counter() - t0
         return report
 
-    async def retrieve(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
-        return await asyncio.to_thread(
-            self.store.search, query.text, options.top_k, options.filter, source=self.name
-        )
-
     def document_paths(self) -> set[str]:
         """Files whose sections this source holds (the orchestrator's double-count guard)."""
         return set(self.store.groups())
 
     async def health_check(self) -> bool:
         return self.store.db_path.exists()
-
-    async def dispose(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
 
     def freshness(self) -> dict[str, object]:
         last = self.store.get_meta("last_sync")

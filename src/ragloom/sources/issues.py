@@ -15,7 +15,6 @@ export (options ``issues_json`` / ``prs_json``), offline.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -24,10 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ragloom.sources.base import (
-    RetrieveOptions,
     SourceContext,
-    SourceHit,
-    SourceQuery,
     SourceSettings,
     SyncReport,
 )
@@ -40,7 +36,7 @@ from ragloom.sources.github import (
     parse_time,
     record_from_api,
 )
-from ragloom.sources.itemstore import Item, ItemStore
+from ragloom.sources.itemstore import Item, StoredSource
 
 __all__ = ["IssuesSource", "PrsSource"]
 
@@ -55,7 +51,7 @@ def _iso(epoch: float | None) -> str:
     return "" if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
 
 
-class _GitHubItems:
+class _GitHubItems(StoredSource):
     """What issues and pull requests share; subclasses set ``name`` and ``prs``."""
 
     name = "issues"
@@ -63,24 +59,9 @@ class _GitHubItems:
     noun = "Issue"
 
     def __init__(self, context: SourceContext) -> None:
-        self.context = context
-        self.settings = SourceSettings(weight=0.2)
-        self._store: ItemStore | None = None
+        super().__init__(context, SourceSettings(weight=0.2))
         self.client_factory: ClientFactory | None = None
         """Makes the API client for a repository (tests inject a fake clock and a local URL)."""
-
-    @property
-    def enabled(self) -> bool:
-        return self.settings.enabled
-
-    @property
-    def store(self) -> ItemStore:
-        if self._store is None:
-            self._store = ItemStore(self.context.data_dir, self.name)
-        return self._store
-
-    def initialize(self, settings: SourceSettings) -> None:
-        self.settings = settings
 
     # -- items --------------------------------------------------------------------------
     def _item(self, r: Record) -> Item:
@@ -195,18 +176,8 @@ class _GitHubItems:
         return report
 
     # -- the contract -------------------------------------------------------------------
-    async def retrieve(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
-        return await asyncio.to_thread(
-            self.store.search, query.text, options.top_k, options.filter, source=self.name
-        )
-
     async def health_check(self) -> bool:
         return self.store.db_path.exists()
-
-    async def dispose(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
 
     def freshness(self) -> dict[str, object]:
         last_sync = self.store.get_meta("last_sync")

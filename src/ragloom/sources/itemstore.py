@@ -14,6 +14,7 @@ replaces updated items in place; tantivy opens in ~1 ms and deletes by rowid.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import threading
@@ -23,7 +24,14 @@ from pathlib import Path
 
 from ragloom.errors import DbError
 from ragloom.index.bm25 import FIELD_SEP, TantivyBm25, tokenise_document
-from ragloom.sources.base import SourceFilter, SourceHit
+from ragloom.sources.base import (
+    RetrieveOptions,
+    SourceContext,
+    SourceFilter,
+    SourceHit,
+    SourceQuery,
+    SourceSettings,
+)
 
 __all__ = ["Item", "ItemStore"]
 
@@ -228,3 +236,39 @@ class ItemStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class StoredSource:
+    """What the sources kept in an :class:`ItemStore` share (docs, commits, issues, prs):
+    their settings, the store opened on first use, BM25 retrieval over it, and disposal.
+    Subclasses set ``name`` and add ``sync``, ``freshness`` and ``health_check``."""
+
+    name = ""
+
+    def __init__(self, context: SourceContext, settings: SourceSettings) -> None:
+        self.context = context
+        self.settings = settings
+        self._store: ItemStore | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    @property
+    def store(self) -> ItemStore:
+        if self._store is None:
+            self._store = ItemStore(self.context.data_dir, self.name)
+        return self._store
+
+    def initialize(self, settings: SourceSettings) -> None:
+        self.settings = settings
+
+    async def retrieve(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
+        return await asyncio.to_thread(
+            self.store.search, query.text, options.top_k, options.filter, source=self.name
+        )
+
+    async def dispose(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None

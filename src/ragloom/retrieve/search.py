@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -250,6 +251,8 @@ class SearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     vectors_complete: bool = True
     fallback_used: bool = False
+    bm25_timed_out: bool = False
+    """BM25 missed ``Retriever.bm25_timeout_ms``: a hybrid answer from dense alone."""
     query: dict[str, object] = field(default_factory=dict)
     embeddings: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     """Stored vectors of the hits by chunk id, when a stage already read them (MMR); context
@@ -303,6 +306,7 @@ class _Lists:
     dense: list[tuple[int, float]]
     bm25_ms: float = 0.0
     dense_ms: float = 0.0
+    bm25_timed_out: bool = False
 
 
 class Retriever:
@@ -346,6 +350,10 @@ class Retriever:
         """One rebuild of the symbol table per generation: without it, every request thread of a
         server rebuilt it at once after a re-index (40 threads: 40 rebuilds, 45.8 s, the
         process stalled; docs/serving.md)."""
+        self.bm25_timeout_ms: float | None = None
+        """A hybrid query waits at most this long for its BM25 side once the dense side is
+        done, then answers from dense alone with a note (the seed's lenient BM25: a slow BM25
+        never fails a query). None waits; the serving engine sets ``timeouts.bm25_ms``."""
         self.bm25_workers = 1
         """Threads running hybrid queries' BM25 side (created on the first hybrid query): one
         suits a single caller; a server sharing this Retriever across request threads raises
@@ -537,7 +545,12 @@ class Retriever:
         if dense:
             out.dense, out.dense_ms = self._timed_dense(pq.dense_text, depth, None, view)
         if fut is not None:
-            out.bm25, out.bm25_ms = fut.result()
+            limit = self.bm25_timeout_ms
+            try:
+                out.bm25, out.bm25_ms = fut.result(None if limit is None else limit / 1000.0)
+            except FutureTimeout:
+                fut.cancel()
+                out.bm25_timed_out = True
         return out
 
     # -- the pipeline -------------------------------------------------------------------
@@ -647,6 +660,12 @@ class Retriever:
             result.fallback_used = True
             if main.bm25:
                 result.notes.append("no vectors available: hybrid answered from BM25 alone")
+        if main.bm25_timed_out:
+            result.fallback_used = result.bm25_timed_out = True
+            result.notes.append(
+                f"bm25 did not answer within {self.bm25_timeout_ms:g} ms: "
+                "hybrid answered from dense alone"
+            )
 
         t = time.perf_counter()
         subs: dict[str, list[tuple[int, float]]] = {}

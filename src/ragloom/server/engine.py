@@ -31,6 +31,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -47,6 +49,7 @@ from ragloom.errors import (
     InputError,
     RagError,
     SearchError,
+    TimeoutError_,
 )
 from ragloom.paths import existing_dir
 from ragloom.retrieve.reader import DB_NAME, index_manifest
@@ -77,6 +80,9 @@ _STATUS_TTL_S = 2.0
 _REOPEN_RETRY_S = 0.25
 """While a rebuilt database has published nothing, the engine looks again this often."""
 _FLIGHT_WAIT_S = 30.0
+_COMPUTE_THREADS = 64
+"""Threads answering queries under ``timeouts.query_ms`` (above the HTTP server's 40 request
+threads, so a request never queues for one)."""
 """An identical request waits this long for the first one's answer before computing its own."""
 """BM25 state read for ``/metrics`` is reused this long (it opens the engine folder)."""
 
@@ -227,7 +233,13 @@ class ServingEngine:
         self._reopen_after = 0.0
         self._inflight: dict[tuple[object, ...], _Flight] = {}
         self._reader: _Reader = self._open_reader()
-        self._fallbacks = {"dense_unavailable": 0, "bm25_unavailable": 0}
+        self._fallbacks = {
+            "dense_unavailable": 0,
+            "bm25_unavailable": 0,
+            "bm25_timeout": 0,
+            "query_timeout": 0,
+        }
+        self._compute = ThreadPoolExecutor(_COMPUTE_THREADS, thread_name_prefix="ragloom-query")
         self._jobs: dict[str, _Job] = {}
         self._running_job: str | None = None
         self._job_thread: threading.Thread | None = None
@@ -279,6 +291,7 @@ class ServingEngine:
         # default (right for one caller): shared by many request threads, that one worker
         # would queue every query's BM25 search behind the others'. docs/serving.md measures.
         retriever.bm25_workers = BM25_WORKERS
+        retriever.bm25_timeout_ms = self._settings.timeouts.bm25_ms
         self._epoch += 1
         return _Reader(self._epoch, index, retriever, ident)
 
@@ -371,7 +384,9 @@ class ServingEngine:
 
     def _count_fallbacks(self, reader: _Reader, result: SearchResult, strategy: str) -> None:
         with self._lock:
-            if result.fallback_used:
+            if result.bm25_timed_out:
+                self._fallbacks["bm25_timeout"] += 1
+            elif result.fallback_used:
                 self._fallbacks["dense_unavailable"] += 1
             if reader.retriever.bm25 is None and not strategy.startswith("dense"):
                 self._fallbacks["bm25_unavailable"] += 1
@@ -428,7 +443,73 @@ class ServingEngine:
         return body, False
 
     # -- queries ------------------------------------------------------------------------
+    def _bounded(self, fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        """``fn(**kwargs)`` within ``timeouts.query_ms``: past it the caller gets
+        TimeoutError_ (HTTP 504, an MCP tool error) while the computation runs on and its
+        answer is cached for the next ask. Typed errors of ``fn`` pass through."""
+        if self._closed:
+            raise InputError("the serving engine is closed")
+        limit_ms = self._settings.timeouts.query_ms
+        fut = self._compute.submit(fn, **kwargs)
+        try:
+            return fut.result(timeout=limit_ms / 1000.0)
+        except FutureTimeout:
+            with self._lock:
+                self._fallbacks["query_timeout"] += 1
+            raise TimeoutError_(
+                f"the query did not finish within timeouts.query_ms = {limit_ms:g} ms "
+                "(it runs on; its answer is cached for the next ask)"
+            ) from None
+
     def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        strategy: str | None = None,
+        explain: bool = False,
+        sources: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """Ranked hits for ``query`` (the dict of docs/serving.md "search").
+
+        ``sources`` (e.g. ``["code", "docs", "commits"]``) asks the synced sources of the
+        index in parallel and fuses them (docs/sources.md); the answer then adds ``sources``
+        (each source's status, count and latency) and each hit its ``source``. Without it, or
+        with ``["code"]`` alone, only the code index answers (cached). Bounded by
+        ``timeouts.query_ms`` (TimeoutError_ past it).
+        """
+        return self._bounded(
+            self._search,
+            query=query,
+            top_k=top_k,
+            strategy=strategy,
+            explain=explain,
+            sources=sources,
+        )
+
+    def context(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        budget: int | None = None,
+        strategy: str | None = None,
+        format: str | None = None,
+        sources: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """A token-budgeted context for ``query`` (the dict of docs/serving.md "context");
+        ``sources`` as in :meth:`search`. Bounded by ``timeouts.query_ms``."""
+        return self._bounded(
+            self._context,
+            query=query,
+            top_k=top_k,
+            budget=budget,
+            strategy=strategy,
+            format=format,
+            sources=sources,
+        )
+
+    def _search(
         self,
         query: str,
         *,
@@ -492,7 +573,7 @@ class ServingEngine:
         self.metrics.observe_query("search", hit, elapsed)
         return out
 
-    def context(
+    def _context(
         self,
         query: str,
         *,
@@ -594,7 +675,7 @@ class ServingEngine:
         options = {"code": {"strategy": strat, "explain": explain}}
         ss = SourceSet(self.root, self.index_dir, names, options=options, index=r.index)
         try:
-            return ss.search(query, top_k=k)
+            return ss.search(query, top_k=k, total_ms=self._settings.timeouts.query_ms)
         finally:
             ss.close()
 
@@ -888,6 +969,7 @@ class ServingEngine:
                 self._embedding_cache.clear()
             if self._batcher is not None:
                 self._batcher.window_s = max(0.0, settings.server.batch_window_ms) / 1000.0
+            self._reader.retriever.bm25_timeout_ms = settings.timeouts.bm25_ms
             self._settings = settings
 
     def reload_settings(self) -> dict[str, Any]:
@@ -925,6 +1007,7 @@ class ServingEngine:
             thread = self._job_thread
         if thread is not None:
             thread.join()
+        self._compute.shutdown(wait=True)  # queries in flight finish before the reader closes
         if self._query_log is not None:
             self._query_log.close()
         if self._feedback_store is not None:

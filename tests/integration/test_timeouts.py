@@ -1,0 +1,76 @@
+"""Time limits while serving: ``timeouts.query_ms`` bounds an answer (TimeoutError_, the
+computation runs on and its answer is cached), ``timeouts.bm25_ms`` bounds the wait for a hybrid
+query's BM25 side (the answer comes from dense alone, with a note: the seed's lenient BM25)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragloom.api import Index
+from ragloom.errors import TimeoutError_
+from ragloom.server.engine import ServingEngine
+from ragloom.settings import load_settings
+from tests.conftest import copy_stdlib_packages
+
+pytestmark = pytest.mark.integration
+
+QUERY = "parse a JSON document"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = copy_stdlib_packages(tmp_path_factory.mktemp("timeouts"), ["json", "csv"])
+    with Index.at(root, embedder="hashing") as idx:
+        idx.index()
+    return root
+
+
+def _engine(repo: Path, **overrides: Any) -> ServingEngine:
+    settings = load_settings(repo, overrides=overrides, env={}).settings
+    return ServingEngine.open(repo, settings)
+
+
+def test_query_time_limit(repo: Path) -> None:
+    with _engine(repo, **{"timeouts.query_ms": 40.0}) as eng:
+        real = eng._search
+
+        def slow(**kwargs: Any) -> dict[str, Any]:
+            time.sleep(0.3)
+            return real(**kwargs)
+
+        eng._search = slow  # type: ignore[method-assign]
+        with pytest.raises(TimeoutError_, match=r"timeouts\.query_ms = 40 ms"):
+            eng.search(QUERY)
+        assert eng.status()["fallbacks"]["query_timeout"] == 1
+        eng._search = real  # type: ignore[method-assign]
+        deadline = time.monotonic() + 10
+        while True:  # the timed-out computation finished and cached its answer
+            answer = eng.search(QUERY)
+            if answer["cache_hit"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert answer["cache_hit"] and answer["hits"]
+
+
+def test_bm25_wait_limit_answers_from_dense(repo: Path) -> None:
+    with _engine(repo, **{"timeouts.bm25_ms": 20.0}) as eng:
+        retriever = eng._reader.retriever
+        assert retriever.bm25_timeout_ms == 20.0
+        real = retriever._timed_sparse
+
+        def slow(*args: Any) -> Any:
+            time.sleep(0.5)
+            return real(*args)
+
+        retriever._timed_sparse = slow  # type: ignore[method-assign]
+        answer = eng.search(QUERY, strategy="hybrid")
+        assert any("bm25 did not answer within 20 ms" in n for n in answer["notes"])
+        assert answer["hits"] and all(set(h["ranks"]) == {"dense"} for h in answer["hits"])
+        assert eng.status()["fallbacks"]["bm25_timeout"] == 1
+        retriever._timed_sparse = real  # type: ignore[method-assign]
+        again = eng.search(QUERY, strategy="hybrid")  # not served from a cached fallback
+        assert not again["cache_hit"] and any("bm25" in h["ranks"] for h in again["hits"])

@@ -24,6 +24,7 @@ Every answer carries ``query_id`` (logged, so feedback can name it), ``latency_m
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sqlite3
@@ -35,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Concatenate, ParamSpec, cast
 
 from ragloom.api import DEFAULT_INDEX_DIRNAME, Index
 from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
@@ -79,6 +80,7 @@ releases the GIL while it searches; docs/serving.md)."""
 _STATUS_TTL_S = 2.0
 _REOPEN_RETRY_S = 0.25
 """While a rebuilt database has published nothing, the engine looks again this often."""
+P = ParamSpec("P")
 _FLIGHT_WAIT_S = 30.0
 _COMPUTE_THREADS = 64
 """Threads answering queries under ``timeouts.query_ms`` (above the HTTP server's 40 request
@@ -178,6 +180,19 @@ class _Job:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
+
+
+def _time_limited(
+    method: Callable[Concatenate[ServingEngine, P], dict[str, Any]],
+) -> Callable[Concatenate[ServingEngine, P], dict[str, Any]]:
+    """Run a query method on the engine's query pool within ``timeouts.query_ms``
+    (:meth:`ServingEngine._bounded`)."""
+
+    @functools.wraps(method)
+    def bounded(self: ServingEngine, /, *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        return self._bounded(functools.partial(method, self, *args, **kwargs))
+
+    return bounded
 
 
 class ServingEngine:
@@ -443,14 +458,14 @@ class ServingEngine:
         return body, False
 
     # -- queries ------------------------------------------------------------------------
-    def _bounded(self, fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
-        """``fn(**kwargs)`` within ``timeouts.query_ms``: past it the caller gets
+    def _bounded(self, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``fn()`` within ``timeouts.query_ms``: past it the caller gets
         TimeoutError_ (HTTP 504, an MCP tool error) while the computation runs on and its
         answer is cached for the next ask. Typed errors of ``fn`` pass through."""
         if self._closed:
             raise InputError("the serving engine is closed")
         limit_ms = self._settings.timeouts.query_ms
-        fut = self._compute.submit(fn, **kwargs)
+        fut = self._compute.submit(fn)
         try:
             return fut.result(timeout=limit_ms / 1000.0)
         except FutureTimeout:
@@ -461,6 +476,7 @@ class ServingEngine:
                 "(it runs on; its answer is cached for the next ask)"
             ) from None
 
+    @_time_limited
     def search(
         self,
         query: str,
@@ -477,53 +493,6 @@ class ServingEngine:
         (each source's status, count and latency) and each hit its ``source``. Without it, or
         with ``["code"]`` alone, only the code index answers (cached). Bounded by
         ``timeouts.query_ms`` (TimeoutError_ past it).
-        """
-        return self._bounded(
-            self._search,
-            query=query,
-            top_k=top_k,
-            strategy=strategy,
-            explain=explain,
-            sources=sources,
-        )
-
-    def context(
-        self,
-        query: str,
-        *,
-        top_k: int | None = None,
-        budget: int | None = None,
-        strategy: str | None = None,
-        format: str | None = None,
-        sources: Sequence[str] | None = None,
-    ) -> dict[str, Any]:
-        """A token-budgeted context for ``query`` (the dict of docs/serving.md "context");
-        ``sources`` as in :meth:`search`. Bounded by ``timeouts.query_ms``."""
-        return self._bounded(
-            self._context,
-            query=query,
-            top_k=top_k,
-            budget=budget,
-            strategy=strategy,
-            format=format,
-            sources=sources,
-        )
-
-    def _search(
-        self,
-        query: str,
-        *,
-        top_k: int | None = None,
-        strategy: str | None = None,
-        explain: bool = False,
-        sources: Sequence[str] | None = None,
-    ) -> dict[str, Any]:
-        """Ranked hits for ``query`` (the dict of docs/serving.md "search").
-
-        ``sources`` (e.g. ``["code", "docs", "commits"]``) asks the synced sources of the
-        index in parallel and fuses them (docs/sources.md); the answer then adds ``sources``
-        (each source's status, count and latency) and each hit its ``source``. Without it, or
-        with ``["code"]`` alone, only the code index answers (cached).
         """
         t0 = time.perf_counter()
         s = self._settings
@@ -573,7 +542,8 @@ class ServingEngine:
         self.metrics.observe_query("search", hit, elapsed)
         return out
 
-    def _context(
+    @_time_limited
+    def context(
         self,
         query: str,
         *,
@@ -584,7 +554,8 @@ class ServingEngine:
         sources: Sequence[str] | None = None,
     ) -> dict[str, Any]:
         """A token-budgeted context for ``query`` (the dict of docs/serving.md "context");
-        ``sources`` as in :meth:`search` (non-code items rendered with their attribution)."""
+        ``sources`` as in :meth:`search` (non-code items rendered with their attribution).
+        Bounded by ``timeouts.query_ms``."""
         t0 = time.perf_counter()
         s = self._settings
         query = self._check_query(query)

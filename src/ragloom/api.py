@@ -378,30 +378,7 @@ class Index:
 
     def stale_files(self) -> dict[str, list[str]]:
         """Files on disk that differ from the index: changed, added, removed."""
-        store = self._reader_store()
-        known = store.files()
-        walked = walk(self.root, index_dir=self.index_dir)
-        changed: list[str] = []
-        added: list[str] = []
-        seen: set[str] = set()
-        for sf in walked.files:
-            old = known.get(sf.rel)
-            if old is not None and old.size == sf.size and old.mtime == sf.mtime:
-                seen.add(sf.rel)
-                continue
-            try:
-                data = sf.abs.read_bytes()
-            except OSError:
-                continue
-            if is_binary(data):
-                continue
-            seen.add(sf.rel)
-            if old is None:
-                added.append(sf.rel)
-            elif old.hash != file_hash(data):
-                changed.append(sf.rel)
-        removed = sorted(set(known) - seen)
-        return {"changed": changed, "added": added, "removed": removed}
+        return _stale_files(self.root, self.index_dir, self._reader_store().files())
 
     def close(self) -> None:
         if self._store is not None:

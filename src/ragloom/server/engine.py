@@ -412,6 +412,23 @@ class ServingEngine:
         (``ragloom index`` publishes before embedding): those are not cached."""
         return result.vectors_complete and not result.fallback_used
 
+    def _finish(
+        self,
+        out: dict[str, Any],
+        route: str,
+        strat: str,
+        gen: int,
+        ids: list[str],
+        hit: bool,
+        t0: float,
+    ) -> dict[str, Any]:
+        """Log the answer (for feedback), stamp its latency and count it in the metrics."""
+        self._log(out["query_id"], route, out["query"], strat, gen, ids)
+        elapsed = time.perf_counter() - t0
+        out["latency_ms"] = elapsed * 1000
+        self.metrics.observe_query(route, hit, elapsed)
+        return out
+
     def _log(
         self, qid: str, route: str, query: str, strategy: str, gen: int, ids: list[str]
     ) -> None:
@@ -536,11 +553,9 @@ class ServingEngine:
             "hits": hits,
             "notes": list(body["notes"]),
         }
-        self._log(qid, "search", query, strat, body["generation"], [h["id"] for h in hits])
-        elapsed = time.perf_counter() - t0
-        out["latency_ms"] = elapsed * 1000
-        self.metrics.observe_query("search", hit, elapsed)
-        return out
+        return self._finish(
+            out, "search", strat, body["generation"], [h["id"] for h in hits], hit, t0
+        )
 
     @_time_limited
     def context(
@@ -610,11 +625,9 @@ class ServingEngine:
             "notes": list(body["notes"]),
             "hit_ids": list(body["hit_ids"]),
         }
-        self._log(qid, "context", query, strat, body["generation"], list(body["hit_ids"]))
-        elapsed = time.perf_counter() - t0
-        out["latency_ms"] = elapsed * 1000
-        self.metrics.observe_query("context", hit, elapsed)
-        return out
+        return self._finish(
+            out, "context", strat, body["generation"], list(body["hit_ids"]), hit, t0
+        )
 
     # -- several sources (docs/sources.md) ----------------------------------------------
     @staticmethod
@@ -683,11 +696,7 @@ class ServingEngine:
             "sources": res.sources_json(),
             "timings_ms": dict(res.timings_ms),
         }
-        self._log(qid, "search", query, strat, gen, [str(h["id"]) for h in hits])
-        elapsed = time.perf_counter() - t0
-        out["latency_ms"] = elapsed * 1000
-        self.metrics.observe_query("search", False, elapsed)
-        return out
+        return self._finish(out, "search", strat, gen, [str(h["id"]) for h in hits], False, t0)
 
     def _context_sources(
         self,
@@ -728,11 +737,7 @@ class ServingEngine:
             "hit_ids": hit_ids,
             "sources": res.sources_json(),
         }
-        self._log(qid, "context", query, strat, gen, hit_ids)
-        elapsed = time.perf_counter() - t0
-        out["latency_ms"] = elapsed * 1000
-        self.metrics.observe_query("context", False, elapsed)
-        return out
+        return self._finish(out, "context", strat, gen, hit_ids, False, t0)
 
     def _assemble(
         self,

@@ -66,26 +66,13 @@ class BatchStats:
         }
 
 
-class BatchingEmbedder:
-    """Coalesces concurrent :meth:`embed_query` calls into one ``embed_documents`` call."""
+class _Wrapper:
+    """An embedder around ``inner`` that changes only :meth:`embed_query`: the model's
+    identity and document embedding are the wrapped one's (documents come in batches
+    already)."""
 
-    def __init__(
-        self,
-        inner: Embedder,
-        *,
-        window_ms: float = 2.0,
-        max_batch: int = DEFAULT_BATCH_SIZE,
-        idle_s: float = 0.05,
-    ) -> None:
+    def __init__(self, inner: Embedder) -> None:
         self.inner = inner
-        self.window_s = max(0.0, window_ms) / 1000.0
-        self.max_batch = max(1, max_batch)
-        self.idle_s = idle_s
-        self.stats = BatchStats()
-        self._lock = threading.Lock()
-        self._run_lock = threading.Lock()
-        self._open: _Batch | None = None
-        self._last_arrival = 0.0
 
     @property
     def model_id(self) -> str:
@@ -106,8 +93,30 @@ class BatchingEmbedder:
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: ProgressCallback | None = None,
     ) -> np.ndarray:
-        """Documents go straight to the wrapped embedder (they come in batches already)."""
+        """Documents go straight to the wrapped embedder."""
         return self.inner.embed_documents(texts, batch_size=batch_size, progress=progress)
+
+
+class BatchingEmbedder(_Wrapper):
+    """Coalesces concurrent :meth:`embed_query` calls into one ``embed_documents`` call."""
+
+    def __init__(
+        self,
+        inner: Embedder,
+        *,
+        window_ms: float = 2.0,
+        max_batch: int = DEFAULT_BATCH_SIZE,
+        idle_s: float = 0.05,
+    ) -> None:
+        super().__init__(inner)
+        self.window_s = max(0.0, window_ms) / 1000.0
+        self.max_batch = max(1, max_batch)
+        self.idle_s = idle_s
+        self.stats = BatchStats()
+        self._lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        self._open: _Batch | None = None
+        self._last_arrival = 0.0
 
     def embed_query(self, text: str) -> np.ndarray:
         """The vector of ``text``, computed in a batch with concurrent callers' queries
@@ -158,34 +167,13 @@ class BatchingEmbedder:
                 batch.done.set()
 
 
-class CachingEmbedder:
+class CachingEmbedder(_Wrapper):
     """An embedder whose :meth:`embed_query` answers repeated texts from an
     :class:`~ragloom.server.cache.EmbeddingCache` (keyed by model id and exact text)."""
 
     def __init__(self, inner: Embedder, cache: EmbeddingCache) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.cache = cache
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def spec(self) -> str:
-        return str(getattr(self.inner, "spec", self.inner.model_id))
-
-    def embed_documents(
-        self,
-        texts: Sequence[str],
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        progress: ProgressCallback | None = None,
-    ) -> np.ndarray:
-        return self.inner.embed_documents(texts, batch_size=batch_size, progress=progress)
 
     def embed_query(self, text: str) -> np.ndarray:
         model = self.inner.model_id

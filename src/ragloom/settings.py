@@ -6,7 +6,8 @@ milestone M5, "env + file + builder, with live update hook")::
     built-in defaults
     < [tool.ragloom] in <root>/pyproject.toml
     < <root>/ragloom.toml
-    < RAGLOOM_* environment variables (RAGLOOM_CACHE__TTL_S=60; RAGLOOM_API_TOKEN too)
+    < RAGLOOM_* environment variables (RAGLOOM_CACHE__TTL_S=60; the short RAGLOOM_API_TOKEN,
+      RAGLOOM_BACKEND and RAGLOOM_DSN too)
     < explicit overrides (CLI flags, API arguments)
 
 The layers are merged key by key, so a ``ragloom.toml`` that sets ``cache.ttl_s`` leaves the
@@ -17,7 +18,8 @@ unknown key is one :class:`~ragloom.errors.ConfigError` line naming the layer an
 keys, so a typo fails instead of being ignored.
 
 Only environment variables that address the model are read: ``RAGLOOM_<SECTION>__<KEY>`` (the
-``__`` is what marks a setting) and ``RAGLOOM_API_TOKEN``. The other ``RAGLOOM_*`` variables
+``__`` is what marks a setting) and the short ``RAGLOOM_API_TOKEN``, ``RAGLOOM_BACKEND`` and
+``RAGLOOM_DSN``. The other ``RAGLOOM_*`` variables
 ragloom already uses (``RAGLOOM_EMBEDDING_PROVIDER``, ``RAGLOOM_EMBEDDING_MODEL``,
 ``RAGLOOM_EMBEDDING_BASE_URL``, ``RAGLOOM_EMBEDDING_API_KEY``, ``RAGLOOM_FUZZ_EXAMPLES``, the test
 knobs) have no ``__`` and are left to their readers.
@@ -69,6 +71,7 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "SettingsWatcher",
+    "StorageSettings",
     "TimeoutSettings",
     "find_config_root",
     "load_settings",
@@ -84,6 +87,13 @@ ENV_PREFIX: Final = "RAGLOOM_"
 ENV_NESTED_DELIMITER: Final = "__"
 TOKEN_ENV: Final = "RAGLOOM_API_TOKEN"
 """Short name of ``RAGLOOM_SERVER__API_TOKEN`` (issue 12 names it); the long name wins."""
+SHORT_ENV: Final[dict[str, tuple[str, str]]] = {
+    TOKEN_ENV: ("server", "api_token"),
+    "RAGLOOM_BACKEND": ("storage", "backend"),
+    "RAGLOOM_DSN": ("storage", "dsn"),
+}
+"""Short environment names of settings (issues 12 and 14 name them); a long
+``RAGLOOM_<SECTION>__<KEY>`` name of the same setting wins."""
 DEFAULT_SOURCE: Final = "default"
 OVERRIDE_SOURCE: Final = "override"
 MASK: Final = "**********"
@@ -211,6 +221,37 @@ class ServerSettings(BaseModel):
         return None if isinstance(value, str) and value == "" else value
 
 
+class StorageSettings(BaseModel):
+    """Where the index lives (docs/postgres.md): a ``.ragloom`` folder beside the code (the
+    default, no server) or one repository in a PostgreSQL + pgvector database. Command-line
+    ``--backend`` / ``--dsn`` / ``--repo`` win over these."""
+
+    model_config = _STRICT
+
+    backend: Literal["embedded", "postgres"] = Field(
+        default="embedded", description="embedded (a .ragloom folder) | postgres"
+    )
+    dsn: SecretStr | None = Field(
+        default=None, description="postgresql:// URI of the postgres backend (masked)"
+    )
+    repository: str | None = Field(
+        default=None, description="repository name in the database [the folder's name]"
+    )
+    ef_search: int = Field(
+        default=100, ge=1, le=1000, description="pgvector hnsw.ef_search floor (postgres)"
+    )
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend_name(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("dsn", "repository", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+
 class Settings(BaseSettings):
     """Every setting, grouped by concern; ``extra="forbid"`` in every section.
 
@@ -233,6 +274,7 @@ class Settings(BaseSettings):
     bm25: Bm25Settings = Field(default_factory=Bm25Settings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -396,11 +438,13 @@ def _file_layers(root: Path) -> tuple[list[_Layer], list[Path]]:
 
 
 def _env_layer(env: Mapping[str, str]) -> _Layer:
-    """``RAGLOOM_<SECTION>__<KEY>`` variables and ``RAGLOOM_API_TOKEN``; nothing else."""
+    """``RAGLOOM_<SECTION>__<KEY>`` variables and the short names of :data:`SHORT_ENV`
+    (``RAGLOOM_API_TOKEN``, ``RAGLOOM_BACKEND``, ``RAGLOOM_DSN``); nothing else."""
     layer = _Layer("env")
-    token = next((k for k in sorted(env) if k.upper() == TOKEN_ENV), None)
-    if token is not None:
-        layer.put(("server", "api_token"), env[token], f"env:{token}")
+    for short, (section, key) in SHORT_ENV.items():
+        name = next((k for k in sorted(env) if k.upper() == short), None)
+        if name is not None:
+            layer.put((section, key), env[name], f"env:{name}")
     for name in sorted(env):
         if not name.upper().startswith(ENV_PREFIX):
             continue

@@ -24,6 +24,7 @@ from ragloom.retrieve.search import DEFAULT_STRATEGY, MAX_TOP_K
 from ragloom.service.bm25_actor import DEFAULT_TIMEOUT_MS
 from ragloom.settings import (
     KEYS,
+    SHORT_ENV,
     LoadedSettings,
     Settings,
     SettingsWatcher,
@@ -190,7 +191,7 @@ def test_other_ragloom_variables_never_collide(tmp_path: Path) -> None:
     names = _ragloom_env_names_used_in_the_repo()
     assert {"RAGLOOM_EMBEDDING_PROVIDER", "RAGLOOM_EMBEDDING_MODEL"} <= names
     assert "RAGLOOM_FUZZ_EXAMPLES" in names
-    others = {n for n in names if "__" not in n and n != "RAGLOOM_API_TOKEN"}
+    others = {n for n in names if "__" not in n and n not in SHORT_ENV}
     env = {name: "not a setting: {[" for name in others}
     env["RAGLOOM_"] = "x"
     env["RAGLOOM_CACHE"] = "{not json"
@@ -560,3 +561,33 @@ def test_watcher_refuses_a_bad_start(tmp_path: Path) -> None:
         watcher(tmp_path, Recorder()).start()
     with pytest.raises(ConfigError, match="interval"):
         SettingsWatcher(tmp_path, Recorder(), interval_s=0)
+
+
+def test_storage_section_short_names_and_precedence(tmp_path: Path) -> None:
+    """The backend is chosen in ragloom.toml, overridden by RAGLOOM_BACKEND / RAGLOOM_DSN, and
+    those by the long RAGLOOM_STORAGE__* names; the DSN is a secret in every output."""
+    assert load_settings(tmp_path, env={}).settings.storage.backend == "embedded"
+    write(
+        tmp_path / "ragloom.toml",
+        '[storage]\nbackend = "postgres"\nrepository = "mono"\nef_search = 200\n',
+    )
+    loaded = load_settings(tmp_path, env={})
+    assert loaded.settings.storage.backend == "postgres"
+    assert loaded.sources["storage.repository"] == "ragloom.toml"
+    dsn = "postgresql://u:hunter2@db/x"
+    loaded = load_settings(tmp_path, env={"RAGLOOM_DSN": dsn, "RAGLOOM_BACKEND": " Embedded "})
+    storage = loaded.settings.storage
+    assert (
+        storage.backend == "embedded" and loaded.sources["storage.backend"] == "env:RAGLOOM_BACKEND"
+    )
+    assert storage.dsn is not None and storage.dsn.get_secret_value() == dsn
+    assert "hunter2" not in json.dumps(loaded.to_dict())
+    long_wins = load_settings(
+        tmp_path, env={"RAGLOOM_DSN": dsn, "RAGLOOM_STORAGE__DSN": "postgresql://other/y"}
+    )
+    assert long_wins.settings.storage.dsn is not None
+    assert long_wins.settings.storage.dsn.get_secret_value() == "postgresql://other/y"
+    with pytest.raises(ConfigError, match=r"env:RAGLOOM_BACKEND: storage\.backend"):
+        load_settings(tmp_path, env={"RAGLOOM_BACKEND": "mysql"})
+    with pytest.raises(ConfigError, match=r"storage\.ef_search"):
+        load_settings(tmp_path, env={"RAGLOOM_STORAGE__EF_SEARCH": "0"})

@@ -2,27 +2,30 @@
 ``status`` find the index (docs/postgres.md).
 
 The embedded backend (a ``.ragloom`` folder) is the default and needs no server. ``--backend
-postgres`` (or ``RAGLOOM_BACKEND=postgres``, or a ``--dsn`` on the command line) selects a
-PostgreSQL + pgvector database: ``--dsn postgresql://...`` or ``RAGLOOM_DSN``, and ``--repo
-NAME`` for the repository inside it (default: the indexed folder's name; for reading, the
-current folder's name, or the database's only repository).
+postgres`` (or ``storage.backend = "postgres"`` in ``ragloom.toml``, ``RAGLOOM_BACKEND=postgres``,
+or a ``--dsn`` on the command line) selects a PostgreSQL + pgvector database: ``--dsn
+postgresql://...``, ``storage.dsn`` or ``RAGLOOM_DSN``, and ``--repo NAME`` (or
+``storage.repository``) for the repository inside it (default: the indexed folder's name; for
+reading, the current folder's name, or the database's only repository). Flags win over the
+settings (docs/configuration.md).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ragloom.errors import ConfigError
 
+if TYPE_CHECKING:
+    from ragloom.settings import StorageSettings
+
 __all__ = ["BACKENDS", "backend_options", "chosen_backend", "open_postgres_index", "open_read"]
 
 BACKENDS = ("embedded", "postgres")
-BACKEND_ENV = "RAGLOOM_BACKEND"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,34 +36,41 @@ def backend_options(fn: F) -> F:
         "--repo",
         "repo",
         default=None,
-        help="Repository name inside the database (postgres) [folder name].",
+        help="Repository name inside the database (postgres) [storage.repository or the "
+        "folder's name].",
     )(fn)
     fn = click.option(
         "--dsn",
         default=None,
-        help="PostgreSQL connection URI (postgres backend) [$RAGLOOM_DSN].",
+        help="PostgreSQL connection URI (postgres backend) [storage.dsn, $RAGLOOM_DSN].",
     )(fn)
     fn = click.option(
         "--backend",
         type=click.Choice(BACKENDS),
         default=None,
         help="Where the index lives: embedded (a .ragloom folder) or postgres "
-        "[$RAGLOOM_BACKEND or embedded].",
+        "[storage.backend, $RAGLOOM_BACKEND, or embedded].",
     )(fn)
     return fn
 
 
-def chosen_backend(backend: str | None, dsn: str | None) -> str:
+def _storage(start: Path | None = None) -> StorageSettings:
+    """The ``storage`` settings of the repository at or above ``start`` (``ragloom.toml``,
+    ``[tool.ragloom]``, ``RAGLOOM_STORAGE__*`` and the short ``RAGLOOM_BACKEND`` /
+    ``RAGLOOM_DSN``)."""
+    from ragloom.settings import find_config_root, load_settings
+
+    return load_settings(find_config_root(start)).settings.storage
+
+
+def chosen_backend(backend: str | None, dsn: str | None, start: Path | None = None) -> str:
     """The backend a command uses: ``--backend``, else postgres when ``--dsn`` was given, else
-    ``RAGLOOM_BACKEND``, else embedded."""
+    ``storage.backend`` (``RAGLOOM_BACKEND``, ``ragloom.toml``), else embedded."""
     if backend:
         return backend
     if dsn:
         return "postgres"
-    env = os.environ.get(BACKEND_ENV, "").strip().lower()
-    if env and env not in BACKENDS:
-        raise ConfigError(f"{BACKEND_ENV}={env!r}: choose one of {', '.join(BACKENDS)}")
-    return env or "embedded"
+    return _storage(start).backend
 
 
 def open_postgres_index(
@@ -72,10 +82,21 @@ def open_postgres_index(
     create: bool = False,
 ) -> Any:
     """A :class:`ragloom.api.PostgresIndex` for ``path`` (None: read the repository's own
-    root when it exists here)."""
+    root when it exists here); the DSN, repository and ``ef_search`` not given fall back to
+    the ``storage`` settings."""
     from ragloom.api import open_postgres
 
-    return open_postgres(path, dsn=dsn, repository=repo, embedder=model, create=create)
+    storage = _storage(path)
+    if dsn is None and storage.dsn is not None:
+        dsn = storage.dsn.get_secret_value()
+    return open_postgres(
+        path,
+        dsn=dsn,
+        repository=repo or storage.repository,
+        embedder=model,
+        create=create,
+        ef_search=storage.ef_search,
+    )
 
 
 def open_read(

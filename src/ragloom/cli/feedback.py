@@ -2,19 +2,23 @@
 
 Feedback names the ``query_id`` of an answer (every answer of ``ragloom serve`` carries one,
 and ``ragloom search --json`` / ``ragloom context --json`` log theirs too); it is kept in the
-index folder's ``feedback.sqlite`` (:mod:`ragloom.server.feedback`), which a rebuild keeps.
+index folder's ``feedback.sqlite`` (:mod:`ragloom.server.feedback`), which a rebuild keeps, or
+with ``--backend postgres`` in the database's feedback tables (:mod:`ragloom.server.feedback_pg`),
+shared with every ragloom server of that database.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from ragloom.cli.app import echo_json, handle_errors, open_for_read
+from ragloom.cli.app import echo_json, handle_errors
+from ragloom.cli.backend import backend_options, open_read
 from ragloom.errors import IndexNotFoundError
 from ragloom.retrieve.reader import DB_NAME
-from ragloom.server.feedback import RATINGS, FeedbackStore
+from ragloom.server.feedback import RATINGS, FeedbackBase, FeedbackStore
 
 __all__ = ["feedback_group"]
 
@@ -23,13 +27,26 @@ _INDEX_DIR = click.option(
 )
 
 
-def _store(index_dir: Path | None) -> FeedbackStore:
-    idx = open_for_read(str(index_dir) if index_dir else None)
+def feedback_store(idx: Any) -> FeedbackBase:
+    """The feedback store of an opened index: the database's tables for a
+    :class:`~ragloom.api.PostgresIndex`, else the folder's ``feedback.sqlite``."""
+    from ragloom.api import PostgresIndex
+
+    if isinstance(idx, PostgresIndex):
+        from ragloom.server.feedback_pg import PgFeedbackStore
+
+        return PgFeedbackStore(idx.dsn, idx.repository)
     if not (idx.index_dir / DB_NAME).exists():
         raise IndexNotFoundError(
             f"no index at {idx.index_dir}; create one with `ragloom index {idx.root}`"
         )
     return FeedbackStore(idx.index_dir)
+
+
+def _store(
+    index_dir: Path | None, backend: str | None, dsn: str | None, repo: str | None
+) -> FeedbackBase:
+    return feedback_store(open_read(index_dir, backend, dsn, repo))
 
 
 @click.group("feedback")
@@ -46,6 +63,7 @@ def feedback_group() -> None:
 @click.option("--comment", default=None, help="Free text kept with the rating.")
 @_INDEX_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print the stored record as JSON.")
+@backend_options
 @handle_errors
 def feedback_add_cmd(
     query_id: str,
@@ -54,9 +72,12 @@ def feedback_add_cmd(
     comment: str | None,
     index_dir: Path | None,
     as_json: bool,
+    backend: str | None = None,
+    dsn: str | None = None,
+    repo: str | None = None,
 ) -> None:
     """Rate CHUNK_ID in the answer QUERY_ID."""
-    store = _store(index_dir)
+    store = _store(index_dir, backend, dsn, repo)
     try:
         record = store.record_feedback(query_id, chunk_id, rating, comment)
     finally:
@@ -72,10 +93,18 @@ def feedback_add_cmd(
 @click.argument("query_id")
 @click.argument("chunk_ids", nargs=-1, required=True)
 @_INDEX_DIR
+@backend_options
 @handle_errors
-def feedback_used_cmd(query_id: str, chunk_ids: tuple[str, ...], index_dir: Path | None) -> None:
+def feedback_used_cmd(
+    query_id: str,
+    chunk_ids: tuple[str, ...],
+    index_dir: Path | None,
+    backend: str | None = None,
+    dsn: str | None = None,
+    repo: str | None = None,
+) -> None:
     """Record that CHUNK_IDS of the answer QUERY_ID were used."""
-    store = _store(index_dir)
+    store = _store(index_dir, backend, dsn, repo)
     try:
         out = store.track_context_usage(query_id, list(chunk_ids))
     finally:
@@ -87,10 +116,18 @@ def feedback_used_cmd(query_id: str, chunk_ids: tuple[str, ...], index_dir: Path
 @click.argument("query_id")
 @_INDEX_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@backend_options
 @handle_errors
-def feedback_stats_cmd(query_id: str, index_dir: Path | None, as_json: bool) -> None:
+def feedback_stats_cmd(
+    query_id: str,
+    index_dir: Path | None,
+    as_json: bool,
+    backend: str | None = None,
+    dsn: str | None = None,
+    repo: str | None = None,
+) -> None:
     """Statistics of the feedback on the answer QUERY_ID."""
-    store = _store(index_dir)
+    store = _store(index_dir, backend, dsn, repo)
     try:
         stats = store.stats(query_id)
     finally:
@@ -108,7 +145,7 @@ def feedback_stats_cmd(query_id: str, index_dir: Path | None, as_json: bool) -> 
 
 
 def log_answer(
-    index_dir: Path, route: str, query: str, strategy: str, generation: int, hit_ids: list[str]
+    idx: Any, route: str, query: str, strategy: str, generation: int, hit_ids: list[str]
 ) -> str | None:
     """Log a CLI answer in the query log so ``ragloom feedback`` can name it: its new
     ``query_id``, or None when the index folder cannot be written (feedback is optional; the
@@ -124,11 +161,11 @@ def log_answer(
         qid, route, query, strategy, generation, tuple(hit_ids), time.time(), "cli"
     )
     try:
-        store = FeedbackStore(index_dir)
+        store = feedback_store(idx)
         try:
             store.log_queries([entry])
         finally:
             store.close()
-    except DbError:
+    except (DbError, IndexNotFoundError):
         return None
     return qid

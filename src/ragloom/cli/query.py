@@ -94,7 +94,7 @@ def search_cmd(
     if as_json:
         # every hit names the index generation the whole answer comes from
         gen = result.generation
-        qid = log_answer(idx.index_dir, "search", query, result.strategy, gen, _ids(result.hits))
+        qid = log_answer(idx, "search", query, result.strategy, gen, _ids(result.hits))
         extra = {"generation": gen} if qid is None else {"generation": gen, "query_id": qid}
         echo_json([{**_hit_json(h, explain), **extra} for h in result.hits])
         return
@@ -210,7 +210,7 @@ def context_cmd(
     if as_json:
         gen = idx.retriever.store.generation()
         hit_ids = list(dict.fromkeys(i for p in ctx.parts for i in p.hit_ids))
-        qid = log_answer(idx.index_dir, "context", query, strategy, gen, hit_ids)
+        qid = log_answer(idx, "context", query, strategy, gen, hit_ids)
         echo_json(ctx.to_dict() if qid is None else {**ctx.to_dict(), "query_id": qid})
         return
     click.echo(ctx.text)

@@ -10,12 +10,15 @@ A missing index is the usual one ``error:`` line and exit code, before anything 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from ragloom.cli.app import handle_errors
+from ragloom.cli.backend import backend_options
 
 if TYPE_CHECKING:
     from ragloom.server.engine import ServingEngine
@@ -27,7 +30,7 @@ log = logging.getLogger("ragloom.cli.serve")
 
 
 def _locate(path: Path | None, index_dir: Path | None) -> tuple[Path, Path]:
-    """(index folder or repository root to open, repository root for the settings)."""
+    """(index folder, repository root) of a folder index."""
     import ragloom
 
     target = index_dir or path
@@ -43,14 +46,58 @@ def _locate(path: Path | None, index_dir: Path | None) -> tuple[Path, Path]:
     return index.index_dir, index.root
 
 
+@dataclass
+class _Served:
+    """What a serve command serves: the repository root (its settings), and how to open
+    the engine once the socket is bound."""
+
+    root: Path
+    loaded: LoadedSettings
+    open: Callable[[], ServingEngine]
+    label: str
+
+
 def _load(
-    path: Path | None, index_dir: Path | None, overrides: dict[str, Any]
-) -> tuple[Path, Path, LoadedSettings]:
-    """(index folder, repository root, its settings with ``overrides`` applied)."""
+    path: Path | None,
+    index_dir: Path | None,
+    overrides: dict[str, Any],
+    backend: str | None = None,
+    dsn: str | None = None,
+    repo: str | None = None,
+) -> _Served:
+    """The folder index (default) or the PostgreSQL repository to serve, with its settings
+    (``overrides`` applied)."""
+    from ragloom.cli.backend import chosen_backend, open_postgres_index
+    from ragloom.errors import ConfigError, IndexNotFoundError
+    from ragloom.server.engine import ServingEngine
     from ragloom.settings import load_settings
 
+    if chosen_backend(backend, dsn, path) == "postgres":
+        if index_dir is not None:
+            raise ConfigError("--index-dir names a folder index; not with --backend postgres")
+        idx = open_postgres_index(path.resolve() if path is not None else None, dsn, repo)
+        if not idx.exists:
+            raise IndexNotFoundError(
+                f"no repository {idx.repository!r} in this PostgreSQL database; create it with "
+                f"`ragloom index PATH --backend postgres --repo {idx.repository}`"
+            )
+        pg_root: Path = idx.root
+        loaded = load_settings(pg_root, overrides=overrides)
+        pg_dsn, name, ef = idx.dsn, idx.repository, idx.ef_search
+        idx.close()
+        return _Served(
+            pg_root,
+            loaded,
+            lambda: ServingEngine.open_postgres(
+                pg_dsn, name, pg_root, loaded.settings, ef_search=ef
+            ),
+            f"postgres:{name} ({pg_root})",
+        )
+    if repo is not None:
+        raise ConfigError("--repo names a repository in PostgreSQL; use it with --backend postgres")
     folder, root = _locate(path, index_dir)
-    return folder, root, load_settings(root, overrides=overrides)
+    loaded = load_settings(root, overrides=overrides)
+    return _Served(root, loaded, lambda: ServingEngine.open(folder, loaded.settings), str(root))
 
 
 def _server_overrides(host: str | None, port: int | None) -> dict[str, Any]:
@@ -91,29 +138,39 @@ def serve_cmd() -> None:
     show_default=True,
     help="uvicorn's log level.",
 )
+@backend_options
 @handle_errors
 def serve_http_cmd(
-    path: Path | None, index_dir: Path | None, host: str | None, port: int | None, log_level: str
+    path: Path | None,
+    index_dir: Path | None,
+    host: str | None,
+    port: int | None,
+    log_level: str,
+    backend: str | None = None,
+    dsn: str | None = None,
+    repo: str | None = None,
 ) -> None:
     """Serve the index of PATH (a repository root or an index folder) over HTTP.
 
     Prints the URL it listens on; stops on Ctrl-C / SIGTERM. Routes and examples:
     docs/http-api.md, or GET /docs on the running server.
     """
-    from ragloom.server.engine import ServingEngine
     from ragloom.server.http import bind_socket, create_app, serve, url_of
 
     overrides = _server_overrides(host, port)
-    folder, root, loaded = _load(path, index_dir, overrides)
+    served = _load(path, index_dir, overrides, backend, dsn, repo)
+    loaded = served.loaded
     server = loaded.settings.server
     sock = bind_socket(server.host, server.port)  # a port in use fails before the model loads
     try:
-        engine = ServingEngine.open(folder, loaded.settings)
+        engine = served.open()
         try:
             app = create_app(engine)
-            watcher = _start_watcher(root, engine, loaded, overrides) if server.reload else None
+            watcher = (
+                _start_watcher(served.root, engine, loaded, overrides) if server.reload else None
+            )
             auth = " (bearer token required)" if _has_token(app) else ""
-            click.echo(f"ragloom: serving {root} on {url_of(sock)}{auth}")
+            click.echo(f"ragloom: serving {served.label} on {url_of(sock)}{auth}")
             try:
                 serve(app, sock, log_level=log_level)
             finally:
@@ -167,19 +224,29 @@ def _start_watcher(
     show_default=True,
     help="Port (--transport http).",
 )
+@backend_options
 @handle_errors
 def serve_mcp_cmd(
-    path: Path | None, index_dir: Path | None, transport: str, host: str, port: int
+    path: Path | None,
+    index_dir: Path | None,
+    transport: str,
+    host: str,
+    port: int,
+    backend: str | None = None,
+    dsn: str | None = None,
+    repo: str | None = None,
 ) -> None:
     """Serve the index of PATH to MCP clients (tools: search_code, get_context,
     index_status, reindex, record_feedback, reload_config). Edits of the repository's configuration apply
     live, as for ``serve http``; logs and notices go to stderr (stdout is the protocol)."""
-    from ragloom.server.engine import ServingEngine
     from ragloom.server.mcp import run_mcp
 
-    folder, root, loaded = _load(path, index_dir, {})
-    engine = ServingEngine.open(folder, loaded.settings)
-    watcher = _start_watcher(root, engine, loaded, {}) if loaded.settings.server.reload else None
+    served = _load(path, index_dir, {}, backend, dsn, repo)
+    loaded = served.loaded
+    engine = served.open()
+    watcher = (
+        _start_watcher(served.root, engine, loaded, {}) if loaded.settings.server.reload else None
+    )
     try:
         run_mcp(engine, transport="http" if transport == "http" else "stdio", host=host, port=port)
     finally:

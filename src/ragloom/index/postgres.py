@@ -174,6 +174,34 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX query_log_repo ON query_log(repo_id, created_at);
     """,
+    # 3: the serving engine's feedback model (ragloom.server.feedback): answers named by
+    # query_id with their hit ids, ratings with comments, context usage. Additive: rows of
+    # migration 2's shape stay readable.
+    """
+    ALTER TABLE query_log
+        ADD COLUMN query_id TEXT,
+        ADD COLUMN route TEXT NOT NULL DEFAULT 'api',
+        ADD COLUMN hit_ids TEXT[] NOT NULL DEFAULT '{}',
+        ADD COLUMN source TEXT NOT NULL DEFAULT 'api',
+        ADD COLUMN ts DOUBLE PRECISION NOT NULL DEFAULT extract(epoch FROM now());
+    CREATE UNIQUE INDEX query_log_query_id ON query_log(repo_id, query_id)
+        WHERE query_id IS NOT NULL;
+    ALTER TABLE feedback
+        ADD COLUMN query_id TEXT,
+        ADD COLUMN rating TEXT
+            CHECK (rating IN ('helpful', 'not_helpful', 'partially_helpful')),
+        ADD COLUMN comment TEXT,
+        ADD COLUMN in_results BOOLEAN,
+        ADD COLUMN ts DOUBLE PRECISION NOT NULL DEFAULT extract(epoch FROM now());
+    CREATE INDEX feedback_query ON feedback(repo_id, query_id);
+    CREATE TABLE context_usage (
+        repo_id BIGINT NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+        query_id TEXT NOT NULL,
+        chunk_id TEXT NOT NULL,
+        ts DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (repo_id, query_id, chunk_id)
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

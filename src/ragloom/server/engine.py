@@ -26,8 +26,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
-import sqlite3
 import threading
 import time
 import uuid
@@ -53,7 +51,7 @@ from ragloom.errors import (
     TimeoutError_,
 )
 from ragloom.paths import existing_dir
-from ragloom.retrieve.reader import DB_NAME, index_manifest
+from ragloom.retrieve.reader import DB_NAME
 from ragloom.retrieve.search import (
     MAX_TOP_K,
     Retriever,
@@ -63,8 +61,9 @@ from ragloom.retrieve.search import (
 )
 from ragloom.server.cache import EmbeddingCache, ResultCache, result_key
 from ragloom.server.embedding import BatchingEmbedder, CachingEmbedder
-from ragloom.server.feedback import FeedbackStore, QueryLogEntry, QueryLogger
+from ragloom.server.feedback import FeedbackBase, QueryLogEntry, QueryLogger
 from ragloom.server.metrics import EngineMetrics
+from ragloom.server.target import FolderTarget, PostgresTarget, ServingTarget
 from ragloom.settings import Settings, load_settings
 from ragloom.types import Hit
 
@@ -78,15 +77,17 @@ BM25_WORKERS = 4
 """Threads running BM25 searches beside the dense side of concurrent hybrid queries (tantivy
 releases the GIL while it searches; docs/serving.md)."""
 _STATUS_TTL_S = 2.0
+"""BM25 state read for ``/metrics`` is reused this long (it opens the engine folder)."""
 _REOPEN_RETRY_S = 0.25
 """While a rebuilt database has published nothing, the engine looks again this often."""
 P = ParamSpec("P")
+_FIXED_SECTIONS = ("server.", "storage.")
+"""Settings a live reload does not change (fixed when the server starts)."""
 _FLIGHT_WAIT_S = 30.0
+"""An identical request waits this long for the first one's answer before computing its own."""
 _COMPUTE_THREADS = 64
 """Threads answering queries under ``timeouts.query_ms`` (above the HTTP server's 40 request
 threads, so a request never queues for one)."""
-"""An identical request waits this long for the first one's answer before computing its own."""
-"""BM25 state read for ``/metrics`` is reused this long (it opens the engine folder)."""
 
 
 def hit_json(hit: Hit, explain: bool, generation: int) -> dict[str, Any]:
@@ -107,31 +108,6 @@ def _parts_json(parts: Sequence[ContextPart]) -> list[dict[str, Any]]:
     return out
 
 
-def _db_ident(index_dir: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(index_dir / DB_NAME)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def _published_generation(index_dir: Path) -> int:
-    """The published generation of the database in ``index_dir`` (0 when unreadable), read
-    without the store's schema checks (the file may be half-made by a rebuild)."""
-    try:
-        db = sqlite3.connect(f"file:{index_dir / DB_NAME}?mode=ro", uri=True, timeout=1)
-        try:
-            row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return 0
-    try:
-        return int(row[0]) if row else 0
-    except (TypeError, ValueError):
-        return 0
-
-
 @dataclass(eq=False)
 class _Reader:
     """One opened index (an epoch): used by queries, closed after the last one left."""
@@ -139,7 +115,7 @@ class _Reader:
     epoch: int
     index: Index
     retriever: Retriever
-    ident: tuple[int, int] | None
+    ident: object | None
     refs: int = 0
     retired: bool = False
 
@@ -206,13 +182,15 @@ class ServingEngine:
         *,
         embedder: Embedder | None = None,
         warm: bool = True,
+        target: ServingTarget | None = None,
     ) -> None:
-        self.index_dir = index_dir
-        self.root = root
+        self.target: ServingTarget = target or FolderTarget(index_dir, root)
+        self.index_dir = self.target.index_dir
+        self.root = self.target.root
         self._settings = settings
         self._lock = threading.RLock()
         self._closed = False
-        manifest = index_manifest(index_dir, root)
+        manifest = self.target.manifest()
         self._embedding_cache = EmbeddingCache(
             max_entries=settings.cache.embedding_max_entries, enabled=settings.cache.enabled
         )
@@ -259,11 +237,11 @@ class ServingEngine:
         self._running_job: str | None = None
         self._job_thread: threading.Thread | None = None
         self._bm25_state: tuple[float, str] = (0.0, "uninitialized")
-        self._feedback_store: FeedbackStore | None = None
+        self._feedback_store: FeedbackBase | None = None
         self._query_log: QueryLogger | None = None
         self._feedback_error = ""
         try:
-            self._feedback_store = FeedbackStore(index_dir)
+            self._feedback_store = self.target.open_feedback()
             self._query_log = QueryLogger(self._feedback_store)
         except DbError as exc:  # a read-only index folder still serves queries
             self._feedback_error = str(exc)
@@ -298,9 +276,30 @@ class ServingEngine:
             settings = load_settings(root).settings
         return cls(index_dir, root, settings, embedder=embedder, warm=warm)
 
+    @classmethod
+    def open_postgres(
+        cls,
+        dsn: str,
+        repository: str,
+        root: Path,
+        settings: Settings | None = None,
+        *,
+        cache_dir: Path | None = None,
+        ef_search: int | None = None,
+        embedder: Embedder | None = None,
+        warm: bool = True,
+    ) -> ServingEngine:
+        """Serve ``repository`` of a PostgreSQL + pgvector database (docs/postgres.md);
+        ``root`` is its source tree (context snippets, settings). Several engines, on one
+        machine or many, may serve the same repository while one of them re-indexes it."""
+        target = PostgresTarget(dsn, repository, root, cache_dir=cache_dir, ef_search=ef_search)
+        if settings is None:
+            settings = load_settings(root).settings
+        return cls(target.index_dir, root, settings, embedder=embedder, warm=warm, target=target)
+
     def _open_reader(self) -> _Reader:
-        index = Index(self.root, self.index_dir, embedder=self._embedder)
-        ident = _db_ident(self.index_dir)
+        index = self.target.open_index(self._embedder)
+        ident = self.target.ident()
         retriever = index.retriever  # opens store, BM25 and vectors now: errors surface here
         # The Retriever runs each hybrid query's BM25 side on a worker pool of one thread by
         # default (right for one caller): shared by many request threads, that one worker
@@ -330,7 +329,7 @@ class ServingEngine:
         """The current reader, re-opened first when the database file was replaced."""
         if self._closed:
             raise InputError("the serving engine is closed")
-        ident = _db_ident(self.index_dir)
+        ident = self.target.ident()
         with self._lock:
             reader = self._reader
             if ident is not None and ident != reader.ident:
@@ -359,7 +358,7 @@ class ServingEngine:
         if now < self._reopen_after:
             return None
         self._reopen_after = now + _REOPEN_RETRY_S
-        if _published_generation(self.index_dir) < 1:
+        if self.target.published_generation() < 1:
             return None
         try:
             return self._open_reader()
@@ -423,20 +422,23 @@ class ServingEngine:
         t0: float,
     ) -> dict[str, Any]:
         """Log the answer (for feedback), stamp its latency and count it in the metrics."""
-        self._log(out["query_id"], route, out["query"], strat, gen, ids)
         elapsed = time.perf_counter() - t0
         out["latency_ms"] = elapsed * 1000
+        if self._query_log is not None:
+            self._query_log.submit(
+                QueryLogEntry(
+                    out["query_id"],
+                    route,
+                    out["query"],
+                    strat,
+                    gen,
+                    tuple(ids),
+                    time.time(),
+                    latency_ms=out["latency_ms"],
+                )
+            )
         self.metrics.observe_query(route, hit, elapsed)
         return out
-
-    def _log(
-        self, qid: str, route: str, query: str, strategy: str, gen: int, ids: list[str]
-    ) -> None:
-        if self._query_log is None:
-            return
-        self._query_log.submit(
-            QueryLogEntry(qid, route, query, strategy, gen, tuple(ids), time.time())
-        )
 
     def _answer(
         self,
@@ -825,7 +827,7 @@ class ServingEngine:
         job.state = "running"
         job.started_at = time.time()
         try:
-            writer = Index(self.root, self.index_dir, embedder=self._embedder)
+            writer = self.target.open_index(self._embedder)
             stats = writer.index(progress=progress)
             job.stats = stats.to_dict()
             job.state = "succeeded"
@@ -857,7 +859,7 @@ class ServingEngine:
             time.sleep(0.02)
 
     # -- feedback -----------------------------------------------------------------------
-    def _feedback(self) -> FeedbackStore:
+    def _feedback(self) -> FeedbackBase:
         """The feedback store, with every answer given so far in its query log."""
         if self._feedback_store is None or self._query_log is None:
             raise DbError(f"feedback is unavailable: {self._feedback_error}")
@@ -892,9 +894,7 @@ class ServingEngine:
         with self._lock:
             stamp, bm25_status = self._bm25_state
         if now - stamp > _STATUS_TTL_S:
-            from ragloom.service.index_state import bm25_state_for_index
-
-            bm25_status = str(bm25_state_for_index(self.index_dir).get("live_status"))
+            bm25_status = self.target.bm25_status()
             with self._lock:
                 self._bm25_state = (now, bm25_status)
         with self._lock:
@@ -953,19 +953,23 @@ class ServingEngine:
         tool): re-read the repository's ``ragloom.toml`` / ``[tool.ragloom]`` and the
         environment, and apply them as :meth:`apply_settings` does.
 
-        The ``server`` section keeps its running values (host, port, token and the request
-        limits are fixed when the server starts); its keys report the source ``running``.
+        The ``server`` and ``storage`` sections keep their running values (host, port, token,
+        the request limits and the index served are fixed when the server starts); their keys
+        report the source ``running``.
         A bad configuration raises ConfigError (one line, with the key path) and nothing
         changes. Returns ``{"changed": [dotted keys], "settings", "sources", "files"}``.
         """
         loaded = load_settings(self.root)
         current = self.settings
-        new = loaded.settings.model_copy(update={"server": current.server})
+        new = loaded.settings.model_copy(
+            update={"server": current.server, "storage": current.storage}
+        )
         before, after = current.flat(), new.flat()
         changed = sorted(k for k, v in after.items() if before.get(k) != v)
         self.apply_settings(new)
         sources = {
-            k: ("running" if k.startswith("server.") else v) for k, v in loaded.sources.items()
+            k: ("running" if k.startswith(_FIXED_SECTIONS) else v)
+            for k, v in loaded.sources.items()
         }
         return {
             "changed": changed,

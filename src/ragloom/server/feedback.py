@@ -41,6 +41,7 @@ import queue
 import sqlite3
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ __all__ = [
     "FEEDBACK_DB_NAME",
     "RATINGS",
     "RATING_VALUES",
+    "FeedbackBase",
     "FeedbackStore",
     "QueryLogEntry",
     "QueryLogger",
@@ -116,9 +118,145 @@ class QueryLogEntry:
     hit_ids: tuple[str, ...]
     ts: float
     source: str = "server"
+    latency_ms: float = 0.0
 
 
-class FeedbackStore:
+class FeedbackBase(ABC):
+    """The feedback operations and their checks, over a few storage primitives: the SQLite
+    store (:class:`FeedbackStore`, the embedded backend) and the PostgreSQL one
+    (``ragloom.server.feedback_pg.PgFeedbackStore``) answer the same calls the same way."""
+
+    # -- storage primitives ---------------------------------------------------------------
+    @abstractmethod
+    def log_queries(self, entries: Sequence[QueryLogEntry]) -> None:
+        """Insert answers into the query log (one transaction; a known query_id is kept)."""
+
+    @abstractmethod
+    def query(self, query_id: str) -> dict[str, Any] | None:
+        """The logged answer ``query_id`` (query_id, ts, route, query, strategy, generation,
+        hit_ids, source), or None."""
+
+    @abstractmethod
+    def _insert_feedback(
+        self,
+        query_id: str,
+        chunk_id: str,
+        rating: str,
+        comment: str | None,
+        ts: float,
+        in_results: bool,
+    ) -> int:
+        """Store one rating; its id."""
+
+    @abstractmethod
+    def _feedback_rows(self, query_id: str) -> list[tuple[Any, ...]]:
+        """(id, chunk_id, rating, comment, ts, in_results) of ``query_id``, oldest first."""
+
+    @abstractmethod
+    def _insert_usage(self, query_id: str, chunk_ids: Sequence[str], ts: float) -> None:
+        """Record used chunks (a chunk already recorded for the query is kept)."""
+
+    @abstractmethod
+    def _used(self, query_id: str) -> list[str]:
+        """Chunk ids recorded as used for ``query_id``, in the order they were recorded."""
+
+    @abstractmethod
+    def _rating_counts(self, query_id: str) -> dict[str, int]:
+        """Rating -> number of ratings of ``query_id``."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- the operations -------------------------------------------------------------------
+
+    def _known(self, query_id: str) -> dict[str, Any]:
+        if not isinstance(query_id, str) or not query_id.strip():
+            raise InputError("query_id must be a non-empty string")
+        logged = self.query(query_id)
+        if logged is None:
+            raise UnknownIdError(
+                f"unknown query_id {query_id!r}: feedback must name the query_id of an answer "
+                "this index gave"
+            )
+        return logged
+
+    # -- feedback -----------------------------------------------------------------------
+    def record_feedback(
+        self, query_id: str, chunk_id: str, rating: str, comment: str | None = None
+    ) -> dict[str, Any]:
+        """Store one rating; returns the stored record."""
+        if rating not in RATING_VALUES:
+            raise InputError(f"rating must be one of {', '.join(RATINGS)}, got {rating!r}")
+        if not isinstance(chunk_id, str) or not chunk_id.strip():
+            raise InputError("chunk_id must be a non-empty string")
+        if comment is not None and not isinstance(comment, str):
+            raise InputError("comment must be a string")
+        if comment is not None and len(comment) > MAX_COMMENT_CHARS:
+            raise InputError(f"comment is longer than {MAX_COMMENT_CHARS} characters")
+        logged = self._known(query_id)
+        in_results = chunk_id in logged["hit_ids"]
+        ts = time.time()
+        record_id = self._insert_feedback(query_id, chunk_id, rating, comment, ts, in_results)
+        return {
+            "id": record_id,
+            "query_id": query_id,
+            "chunk_id": chunk_id,
+            "rating": rating,
+            "comment": comment,
+            "timestamp": ts,
+            "in_results": in_results,
+        }
+
+    def query_feedback(self, query_id: str) -> list[dict[str, Any]]:
+        """Every rating of ``query_id``, oldest first (tamma ``getQueryFeedback``)."""
+        rows = self._feedback_rows(query_id)
+        return [
+            {
+                "id": r[0],
+                "query_id": query_id,
+                "chunk_id": r[1],
+                "rating": r[2],
+                "comment": r[3],
+                "timestamp": r[4],
+                "in_results": bool(r[5]),
+            }
+            for r in rows
+        ]
+
+    def track_context_usage(self, query_id: str, used_chunk_ids: Sequence[str]) -> dict[str, Any]:
+        """Record which chunks of an answer were used (tamma ``trackContextUsage``)."""
+        if isinstance(used_chunk_ids, str) or not all(
+            isinstance(c, str) and c for c in used_chunk_ids
+        ):
+            raise InputError("used_chunk_ids must be a list of non-empty chunk id strings")
+        if len(used_chunk_ids) > MAX_USED_CHUNKS:
+            raise InputError(f"used_chunk_ids has more than {MAX_USED_CHUNKS} entries")
+        self._known(query_id)
+        ts = time.time()
+        self._insert_usage(query_id, list(dict.fromkeys(used_chunk_ids)), ts)
+        return {"query_id": query_id, "used_chunk_ids": self._used(query_id), "timestamp": ts}
+
+    def stats(self, query_id: str) -> dict[str, Any]:
+        """Per-query statistics (tamma ``FeedbackStats``), ``avg_rating`` on
+        :data:`RATING_VALUES` (None without ratings)."""
+        self._known(query_id)
+        counts = {r: 0 for r in RATINGS}
+        for rating, n in self._rating_counts(query_id).items():
+            counts[str(rating)] = int(n)
+        total = sum(counts.values())
+        avg = sum(RATING_VALUES[r] * n for r, n in counts.items()) / total if total else None
+        return {
+            "query_id": query_id,
+            "total": total,
+            "helpful_count": counts["helpful"],
+            "not_helpful_count": counts["not_helpful"],
+            "partially_helpful_count": counts["partially_helpful"],
+            "avg_rating": avg,
+            "used_chunk_ids": self._used(query_id),
+        }
+
+
+class FeedbackStore(FeedbackBase):
     """``<index folder>/feedback.sqlite``: one connection, one lock (writes are short)."""
 
     def __init__(self, index_dir: Path) -> None:
@@ -205,33 +343,15 @@ class FeedbackStore:
             "source": row[7],
         }
 
-    def _known(self, query_id: str) -> dict[str, Any]:
-        if not isinstance(query_id, str) or not query_id.strip():
-            raise InputError("query_id must be a non-empty string")
-        logged = self.query(query_id)
-        if logged is None:
-            raise UnknownIdError(
-                f"unknown query_id {query_id!r}: feedback must name the query_id of an answer "
-                "this index gave"
-            )
-        return logged
-
-    # -- feedback -----------------------------------------------------------------------
-    def record_feedback(
-        self, query_id: str, chunk_id: str, rating: str, comment: str | None = None
-    ) -> dict[str, Any]:
-        """Store one rating; returns the stored record."""
-        if rating not in RATING_VALUES:
-            raise InputError(f"rating must be one of {', '.join(RATINGS)}, got {rating!r}")
-        if not isinstance(chunk_id, str) or not chunk_id.strip():
-            raise InputError("chunk_id must be a non-empty string")
-        if comment is not None and not isinstance(comment, str):
-            raise InputError("comment must be a string")
-        if comment is not None and len(comment) > MAX_COMMENT_CHARS:
-            raise InputError(f"comment is longer than {MAX_COMMENT_CHARS} characters")
-        logged = self._known(query_id)
-        in_results = chunk_id in logged["hit_ids"]
-        ts = time.time()
+    def _insert_feedback(
+        self,
+        query_id: str,
+        chunk_id: str,
+        rating: str,
+        comment: str | None,
+        ts: float,
+        in_results: bool,
+    ) -> int:
         with self._lock:
             try:
                 with self._db:
@@ -242,58 +362,27 @@ class FeedbackStore:
                     )
             except sqlite3.Error as exc:
                 raise DbError(f"cannot store feedback: {exc}") from exc
-        return {
-            "id": cur.lastrowid,
-            "query_id": query_id,
-            "chunk_id": chunk_id,
-            "rating": rating,
-            "comment": comment,
-            "timestamp": ts,
-            "in_results": in_results,
-        }
+        return int(cur.lastrowid or 0)
 
-    def query_feedback(self, query_id: str) -> list[dict[str, Any]]:
-        """Every rating of ``query_id``, oldest first (tamma ``getQueryFeedback``)."""
+    def _feedback_rows(self, query_id: str) -> list[tuple[Any, ...]]:
         with self._lock:
-            rows = self._db.execute(
+            return self._db.execute(
                 "SELECT id, chunk_id, rating, comment, ts, in_results FROM feedback "
                 "WHERE query_id = ? ORDER BY id",
                 (query_id,),
             ).fetchall()
-        return [
-            {
-                "id": r[0],
-                "query_id": query_id,
-                "chunk_id": r[1],
-                "rating": r[2],
-                "comment": r[3],
-                "timestamp": r[4],
-                "in_results": bool(r[5]),
-            }
-            for r in rows
-        ]
 
-    def track_context_usage(self, query_id: str, used_chunk_ids: Sequence[str]) -> dict[str, Any]:
-        """Record which chunks of an answer were used (tamma ``trackContextUsage``)."""
-        if isinstance(used_chunk_ids, str) or not all(
-            isinstance(c, str) and c for c in used_chunk_ids
-        ):
-            raise InputError("used_chunk_ids must be a list of non-empty chunk id strings")
-        if len(used_chunk_ids) > MAX_USED_CHUNKS:
-            raise InputError(f"used_chunk_ids has more than {MAX_USED_CHUNKS} entries")
-        self._known(query_id)
-        ts = time.time()
+    def _insert_usage(self, query_id: str, chunk_ids: Sequence[str], ts: float) -> None:
         with self._lock:
             try:
                 with self._db:
                     self._db.executemany(
                         "INSERT OR IGNORE INTO context_usage(query_id, chunk_id, ts) "
                         "VALUES (?, ?, ?)",
-                        [(query_id, c, ts) for c in dict.fromkeys(used_chunk_ids)],
+                        [(query_id, c, ts) for c in chunk_ids],
                     )
             except sqlite3.Error as exc:
                 raise DbError(f"cannot store context usage: {exc}") from exc
-        return {"query_id": query_id, "used_chunk_ids": self._used(query_id), "timestamp": ts}
 
     def _used(self, query_id: str) -> list[str]:
         with self._lock:
@@ -303,29 +392,13 @@ class FeedbackStore:
             ).fetchall()
         return [str(r[0]) for r in rows]
 
-    def stats(self, query_id: str) -> dict[str, Any]:
-        """Per-query statistics (tamma ``FeedbackStats``), ``avg_rating`` on
-        :data:`RATING_VALUES` (None without ratings)."""
-        self._known(query_id)
+    def _rating_counts(self, query_id: str) -> dict[str, int]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT rating, count(*) FROM feedback WHERE query_id = ? GROUP BY rating",
                 (query_id,),
             ).fetchall()
-        counts = {r: 0 for r in RATINGS}
-        for rating, n in rows:
-            counts[str(rating)] = int(n)
-        total = sum(counts.values())
-        avg = sum(RATING_VALUES[r] * n for r, n in counts.items()) / total if total else None
-        return {
-            "query_id": query_id,
-            "total": total,
-            "helpful_count": counts["helpful"],
-            "not_helpful_count": counts["not_helpful"],
-            "partially_helpful_count": counts["partially_helpful"],
-            "avg_rating": avg,
-            "used_chunk_ids": self._used(query_id),
-        }
+        return {str(r): int(n) for r, n in rows}
 
 
 class QueryLogger:
@@ -333,7 +406,7 @@ class QueryLogger:
     for a database write; :meth:`flush` makes everything submitted so far visible (feedback
     calls it before looking a query up)."""
 
-    def __init__(self, store: FeedbackStore) -> None:
+    def __init__(self, store: FeedbackBase) -> None:
         self.store = store
         self._queue: queue.SimpleQueue[QueryLogEntry | threading.Event | None] = queue.SimpleQueue()
         self.errors = 0

@@ -1,0 +1,211 @@
+"""Relevance feedback and the query log in PostgreSQL (the postgres backend, docs/postgres.md).
+
+The same operations and checks as the folder's ``feedback.sqlite``
+(:class:`ragloom.server.feedback.FeedbackBase`), kept in the database's ``query_log``,
+``feedback`` and ``context_usage`` tables (migration 3), keyed by repository. Every ragloom
+server of a team writes to the same tables, so an answer given by one server can be rated
+through another (a load balancer does not send a client back to the same node), and the
+ratings outlive any node.
+
+One autocommit connection of its own, guarded by a lock: feedback writes are single short
+statements and never wait behind an indexer's update transaction (which touches other tables).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ragloom.errors import DbError, IndexNotFoundError
+from ragloom.server.feedback import QUERY_LOG_MAX_ROWS, FeedbackBase, QueryLogEntry
+
+__all__ = ["PgFeedbackStore"]
+
+SIGNALS: Final[dict[str, int]] = {"helpful": 1, "partially_helpful": 0, "not_helpful": -1}
+"""Migration 2's ``feedback.signal`` column (+1 / -1) for a rating."""
+_PRUNE_EVERY: Final = 10_000
+
+
+class PgFeedbackStore(FeedbackBase):
+    """Feedback of one repository in a PostgreSQL database."""
+
+    def __init__(self, dsn: str, repository: str) -> None:
+        import psycopg
+
+        from ragloom.index.postgres import connect
+
+        self.repository = repository
+        self._lock = threading.Lock()
+        self._inserted = 0
+        self._conn = connect(dsn, app="ragloom-feedback")
+        try:
+            row = self._conn.execute(
+                "SELECT id FROM repositories WHERE name = %s", (repository,)
+            ).fetchone()
+        except psycopg.Error as exc:
+            self._conn.close()
+            raise DbError(f"cannot open feedback in PostgreSQL: {exc}") from exc
+        if row is None:
+            self._conn.close()
+            raise IndexNotFoundError(f"no repository {repository!r} in this PostgreSQL database")
+        self.repo_id = int(row[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def _run(self, what: str, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        with self._lock:
+            try:
+                cur = self._conn.execute(sql, params)
+                return cur.fetchall() if cur.description else []
+            except psycopg.Error as exc:
+                raise DbError(f"cannot {what}: {exc}") from exc
+
+    # -- query log ----------------------------------------------------------------------
+    def log_queries(self, entries: Sequence[QueryLogEntry]) -> None:
+        import psycopg
+
+        if not entries:
+            return
+        rows = [
+            (
+                self.repo_id,
+                e.query_id,
+                e.ts,
+                e.route,
+                e.query,
+                e.strategy,
+                e.generation,
+                list(e.hit_ids),
+                len(e.hit_ids),
+                e.latency_ms,
+                e.source,
+            )
+            for e in entries
+        ]
+        with self._lock:
+            try:
+                with self._conn.transaction(), self._conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO query_log(repo_id, query_id, ts, route, query, strategy, "
+                        "generation, hit_ids, hits, latency_ms, source) VALUES "
+                        "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                        "ON CONFLICT (repo_id, query_id) WHERE query_id IS NOT NULL DO NOTHING",
+                        rows,
+                    )
+                self._inserted += len(rows)
+                if self._inserted >= _PRUNE_EVERY:
+                    self._inserted = 0
+                    self._prune()
+            except psycopg.Error as exc:
+                raise DbError(f"cannot write the query log: {exc}") from exc
+
+    def _prune(self) -> None:
+        """Keep at most :data:`QUERY_LOG_MAX_ROWS` answers of this repository (oldest without
+        feedback go first), as the SQLite store does."""
+        row = self._conn.execute(
+            "SELECT count(*) FROM query_log WHERE repo_id = %s", (self.repo_id,)
+        ).fetchone()
+        extra = int(row[0]) - QUERY_LOG_MAX_ROWS if row else 0
+        if extra <= 0:
+            return
+        self._conn.execute(
+            "DELETE FROM query_log WHERE id IN (SELECT q.id FROM query_log q WHERE q.repo_id = %s "
+            "AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.repo_id = q.repo_id "
+            "AND f.query_id = q.query_id) ORDER BY q.ts LIMIT %s)",
+            (self.repo_id, extra),
+        )
+
+    def query(self, query_id: str) -> dict[str, Any] | None:
+        rows = self._run(
+            "read the query log",
+            "SELECT query_id, ts, route, query, strategy, generation, hit_ids, source "
+            "FROM query_log WHERE repo_id = %s AND query_id = %s",
+            (self.repo_id, query_id),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return {
+            "query_id": r[0],
+            "ts": r[1],
+            "route": r[2],
+            "query": r[3],
+            "strategy": r[4],
+            "generation": int(r[5]),
+            "hit_ids": list(r[6]),
+            "source": r[7],
+        }
+
+    # -- feedback -----------------------------------------------------------------------
+    def _insert_feedback(
+        self,
+        query_id: str,
+        chunk_id: str,
+        rating: str,
+        comment: str | None,
+        ts: float,
+        in_results: bool,
+    ) -> int:
+        logged = self.query(query_id)
+        rows = self._run(
+            "store feedback",
+            "INSERT INTO feedback(repo_id, query, chunk_id, signal, query_id, rating, comment, "
+            "in_results, ts) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (
+                self.repo_id,
+                logged["query"] if logged else "",
+                chunk_id,
+                SIGNALS[rating],
+                query_id,
+                rating,
+                comment,
+                in_results,
+                ts,
+            ),
+        )
+        return int(rows[0][0])
+
+    def _feedback_rows(self, query_id: str) -> list[tuple[Any, ...]]:
+        return self._run(
+            "read feedback",
+            "SELECT id, chunk_id, rating, comment, ts, in_results FROM feedback "
+            "WHERE repo_id = %s AND query_id = %s ORDER BY id",
+            (self.repo_id, query_id),
+        )
+
+    def _insert_usage(self, query_id: str, chunk_ids: Sequence[str], ts: float) -> None:
+        import psycopg
+
+        with self._lock:
+            try:
+                with self._conn.transaction(), self._conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO context_usage(repo_id, query_id, chunk_id, ts) "
+                        "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        [(self.repo_id, query_id, c, ts) for c in chunk_ids],
+                    )
+            except psycopg.Error as exc:
+                raise DbError(f"cannot store context usage: {exc}") from exc
+
+    def _used(self, query_id: str) -> list[str]:
+        rows = self._run(
+            "read context usage",
+            "SELECT chunk_id FROM context_usage WHERE repo_id = %s AND query_id = %s "
+            "ORDER BY ts, chunk_id",
+            (self.repo_id, query_id),
+        )
+        return [str(r[0]) for r in rows]
+
+    def _rating_counts(self, query_id: str) -> dict[str, int]:
+        rows = self._run(
+            "read feedback",
+            "SELECT rating, count(*) FROM feedback WHERE repo_id = %s AND query_id = %s "
+            "AND rating IS NOT NULL GROUP BY rating",
+            (self.repo_id, query_id),
+        )
+        return {str(r): int(n) for r, n in rows}

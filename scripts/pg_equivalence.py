@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tarfile
@@ -63,27 +61,19 @@ def http_answers(
     """Top-10 ids of each question from ``ragloom serve http --backend postgres``."""
     import httpx
 
-    argv = [sys.executable, "-m", "ragloom.cli", "serve", "http", str(tree), "--dsn", dsn]
-    proc = subprocess.Popen(
-        [*argv, "--port", "0"], stdout=subprocess.PIPE, text=True, env=env, cwd=tree
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
-        if not match:
-            raise SystemExit(f"serve http did not start: {line!r}")
-        with httpx.Client(base_url=match.group(1), timeout=120) as client:
-            return {
-                q: [
-                    h["id"]
-                    for h in client.post("/search", json={"query": q, "top_k": 10}).json()["hits"]
-                ]
-                for q in questions
-            }
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+    from ragloom.bench.serving import running_server
+
+    with (
+        running_server(tree, tree.parent / "serve-http.log", ["--dsn", dsn], env) as url,
+        httpx.Client(base_url=url, timeout=120) as client,
+    ):
+        return {
+            q: [
+                h["id"]
+                for h in client.post("/search", json={"query": q, "top_k": 10}).json()["hits"]
+            ]
+            for q in questions
+        }
 
 
 def mcp_answers(
@@ -201,7 +191,7 @@ def main() -> int:
             )
             cli = [h["id"] for h in json.loads(proc.stdout)]
             cli_same += cli == [h.id for h in reader.search(q, top_k=10).hits]
-        out["cli_equals_api"] = f"{cli_same}/5"
+        out["cli_equals_api"] = f"{cli_same}/{len(questions[:5])}"
         expected = {q: [h.id for h in embedded.search(q, top_k=10).hits] for q in questions}
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAGLOOM_")}
         env["RAGLOOM_CACHE_DIR"] = str(Path(tmp) / "cache3")

@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,12 +176,29 @@ def load_queries(queries_file: Path | None, index_dir: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def running_server(path: Path, log_path: Path) -> Iterator[str]:
-    """``ragloom serve http PATH --port 0`` in its own process; yields its URL."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RAGLOOM_API_TOKEN",)}
+def running_server(
+    path: Path,
+    log_path: Path,
+    extra: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """``ragloom serve http PATH --port 0 [EXTRA...]`` in its own process; yields its URL.
+    ``env`` defaults to this process's environment without ``RAGLOOM_API_TOKEN``."""
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k not in ("RAGLOOM_API_TOKEN",)}
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ragloom.cli", "serve", "http", str(path), "--port", "0"],
+            [
+                sys.executable,
+                "-m",
+                "ragloom.cli",
+                "serve",
+                "http",
+                str(path),
+                "--port",
+                "0",
+                *extra,
+            ],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,

@@ -317,3 +317,20 @@ def test_two_http_servers_while_an_indexer_publishes(tree: tuple[Path, str]) -> 
     assert not errors, errors[:3]
     # each server answered from the generation before the first publish and a later one
     assert all(len(seen.get(u, ())) >= 2 for u in (url_a, url_b)), seen
+
+
+def test_a_server_without_the_source_tree_searches_but_never_reindexes(
+    tree: tuple[Path, str], tmp_path: Path
+) -> None:
+    """A node whose PATH is only a stand-in (the recorded root is elsewhere) answers searches
+    from the database, but refuses a re-index job: it would replace the repository's files
+    with the stand-in folder's (here: none)."""
+    from ragloom.errors import InputError
+
+    _, dsn = tree
+    with ServingEngine.open_postgres(dsn, REPO_NAME, tmp_path, source_tree=False) as node:
+        hits = node.search(QUERIES[0], top_k=5)["hits"]
+        assert hits and all(h["generation"] >= 1 for h in hits)
+        with pytest.raises(InputError, match="no source tree"):
+            node.start_reindex()
+        assert node.status()["chunks"] > 0  # nothing was touched

@@ -82,6 +82,9 @@ def _load(
                 f"`ragloom index PATH --backend postgres --repo {idx.repository}`"
             )
         pg_root: Path = idx.root
+        # without PATH, the root recorded at indexing is used when it exists here; otherwise
+        # the current folder stands in for it (search works, re-index jobs are refused)
+        tree = path is not None or Path(idx._open().info.root).resolve() == pg_root.resolve()
         loaded = load_settings(pg_root, overrides=overrides)
         pg_dsn, name, ef = idx.dsn, idx.repository, idx.ef_search
         idx.close()
@@ -89,7 +92,7 @@ def _load(
             pg_root,
             loaded,
             lambda: ServingEngine.open_postgres(
-                pg_dsn, name, pg_root, loaded.settings, ef_search=ef
+                pg_dsn, name, pg_root, loaded.settings, ef_search=ef, source_tree=tree
             ),
             f"postgres:{name} ({pg_root})",
         )

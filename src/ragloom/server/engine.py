@@ -288,11 +288,21 @@ class ServingEngine:
         ef_search: int | None = None,
         embedder: Embedder | None = None,
         warm: bool = True,
+        source_tree: bool = True,
     ) -> ServingEngine:
         """Serve ``repository`` of a PostgreSQL + pgvector database (docs/postgres.md);
         ``root`` is its source tree (context snippets, settings). Several engines, on one
-        machine or many, may serve the same repository while one of them re-indexes it."""
-        target = PostgresTarget(dsn, repository, root, cache_dir=cache_dir, ef_search=ef_search)
+        machine or many, may serve the same repository while one of them re-indexes it.
+        ``source_tree`` False (``root`` is only a stand-in for a tree this machine lacks)
+        refuses re-index jobs, which would index ``root`` in its place."""
+        target = PostgresTarget(
+            dsn,
+            repository,
+            root,
+            cache_dir=cache_dir,
+            ef_search=ef_search,
+            source_tree=source_tree,
+        )
         if settings is None:
             settings = load_settings(root).settings
         return cls(target.index_dir, root, settings, embedder=embedder, warm=warm, target=target)
@@ -805,6 +815,7 @@ class ServingEngine:
     def start_reindex(self) -> str:
         """Start an incremental re-index in a background thread; the running job's id when one
         runs already. Queries keep answering from the published generation meanwhile."""
+        self.target.check_reindex()
         with self._lock:
             if self._closed:
                 raise InputError("the serving engine is closed")

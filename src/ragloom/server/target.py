@@ -73,6 +73,10 @@ class ServingTarget(Protocol):
         """The BM25 engine's state, for ``/metrics``."""
         ...
 
+    def check_reindex(self) -> None:
+        """InputError when a re-index job must not run here (see :class:`PostgresTarget`)."""
+        ...
+
 
 class FolderTarget:
     """An index folder (the embedded backend)."""
@@ -124,6 +128,9 @@ class FolderTarget:
 
         return str(bm25_state_for_index(self.index_dir).get("live_status"))
 
+    def check_reindex(self) -> None:
+        return None
+
 
 class PostgresTarget:
     """One repository in a PostgreSQL + pgvector database."""
@@ -136,9 +143,14 @@ class PostgresTarget:
         *,
         cache_dir: Path | None = None,
         ef_search: int | None = None,
+        source_tree: bool = True,
     ) -> None:
         from ragloom.api import DEFAULT_INDEX_DIRNAME
 
+        self.source_tree = source_tree
+        """False when ``root`` is only a stand-in (the repository's recorded root does not exist
+        on this machine and no path was given): re-indexing it would replace the repository's
+        files with whatever that folder holds, so jobs are refused."""
         self.dsn = dsn
         self.repository = repository
         self.root = root
@@ -211,3 +223,14 @@ class PostgresTarget:
 
     def bm25_status(self) -> str:
         return "rebuilt-from-db"
+
+    def check_reindex(self) -> None:
+        if not self.source_tree:
+            from ragloom.errors import InputError
+
+            raise InputError(
+                f"this server has no source tree of repository {self.repository!r} (its "
+                "recorded root does not exist here and none was given): re-index where the tree "
+                f"is, with `ragloom index PATH --backend postgres --repo {self.repository}`, or "
+                "start the server with the tree's PATH"
+            )

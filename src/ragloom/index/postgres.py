@@ -202,6 +202,12 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (repo_id, query_id, chunk_id)
     );
     """,
+    # 4: chunks by text hash, for giving a batch of new vectors to the chunks of their texts.
+    # Without it each batch scanned every chunk still without a vector: quadratic in the
+    # repository's size (the 1M-chunk bench spent over 25 minutes there; docs/postgres.md).
+    """
+    CREATE INDEX chunks_repo_node_hash ON chunks(repo_id, node_hash);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -818,16 +824,23 @@ def _fill_vectors(
     """Give the repository's chunks without a vector the cached one of their text (all such
     chunks, or those with these node hashes); keeps ``n_embedded`` and ``data_version`` in
     step. Runs inside the caller's transaction."""
-    where = "" if hashes is None else " AND c.node_hash = ANY(%s)"
-    params: list[Any] = [repo_id, key]
-    if hashes is not None:
-        params.append(list(hashes))
-    cur = conn.execute(
-        "UPDATE chunks c SET embedding = e.vector, embedding_dim = vector_dims(e.vector) "
-        "FROM embeddings e WHERE c.repo_id = %s AND c.embedding IS NULL "
-        f"AND e.model_key = %s AND e.node_hash = c.node_hash{where}",
-        params,
-    )
+    if hashes is None:
+        cur = conn.execute(
+            "UPDATE chunks c SET embedding = e.vector, embedding_dim = vector_dims(e.vector) "
+            "FROM embeddings e WHERE c.repo_id = %s AND c.embedding IS NULL "
+            "AND e.model_key = %s AND e.node_hash = c.node_hash",
+            (repo_id, key),
+        )
+    else:
+        # one index lookup per hash (chunks_repo_node_hash), not a scan of every chunk still
+        # without a vector per batch
+        cur = conn.execute(
+            "UPDATE chunks c SET embedding = e.vector, embedding_dim = vector_dims(e.vector) "
+            "FROM unnest(%s::text[]) AS h(node_hash) JOIN embeddings e "
+            "ON e.model_key = %s AND e.node_hash = h.node_hash "
+            "WHERE c.repo_id = %s AND c.node_hash = h.node_hash AND c.embedding IS NULL",
+            (list(dict.fromkeys(hashes)), key, repo_id),
+        )
     filled = int(cur.rowcount or 0)
     if filled:
         conn.execute(

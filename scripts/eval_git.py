@@ -2,14 +2,15 @@
 
 For each repository of the list: the questions of OUT/<name>/questions.jsonl (or
 questions-body.jsonl with ``--variant body``) against the index OUT/<name>/corpus/.ragloom, with
-ragloom's strategies (through ``ragloom.eval.runner.run_eval``) and the plain BM25 baseline
-(``ragloom.eval.baseline``). Scores are file-level (ranked distinct files): R@1, R@5, R@10,
+ragloom's strategies and the plain BM25 baseline, both run by ``ragloom.eval.gitrun`` (the
+same code the golden sample test, tests/golden/test_git_sample.py, runs). Scores are file-level (ranked distinct files): R@1, R@5, R@10,
 MRR@10, printed per repository and overall, tune and test split separately.
 
 A ragloom method's file ranking is the first-seen order of the paths of its ``--top-k`` (50)
 hits: 50 is the fusion depth of the hybrid strategies, so asking for 50 does not change their
 order. When those hits hold fewer than 10 distinct files, the files of a 300-hit search follow
-them. The baseline ranks every chunk that matches a query word. Usage::
+them. The baseline ranks every chunk that matches a query word. ``--repo chi --split test``
+evaluates one repository's held-back questions only. Usage::
 
     .venv/bin/python scripts/build_git_eval.py --out eval-out/git
     for r in starlette rich chi echo axios zod axum; do .venv/bin/ragloom index eval-out/git/$r/corpus; done
@@ -33,21 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from ragloom.api import Index
-from ragloom.eval.baseline import Bm25Baseline, file_metrics, load_chunks, mean_metrics
+from ragloom.eval.baseline import file_metrics, mean_metrics
 from ragloom.eval.dataset import load_dataset
 from ragloom.eval.gitdata import load_repo_specs, path_role
-from ragloom.eval.runner import run_eval
+from ragloom.eval.gitrun import BASELINE, DEFAULT_TOP_K, evaluate_files
 
 HERE = Path(__file__).resolve().parent
 STRATEGIES = ("sparse", "dense", "hybrid", "hybrid+seed", "hybrid+raw")
-BASELINE = "bm25"
 METRICS = ("R@1", "R@5", "R@10", "MRR@10")
 SPLITS = ("tune", "test")
 RUN_FILES = 20
-MIN_FILES = 10
-"""A ragloom run listing fewer distinct files is completed from a deeper search (below)."""
-DEEP_TOP_K = 300
-"""Hits of the completing search: enough for 10 distinct files in every repository here."""
 
 
 def _git_state() -> dict[str, object]:
@@ -87,43 +83,28 @@ def eval_repo(
     split = _split_of(qfile)
     dataset = [q for q in load_dataset(qfile) if split[q.id] in splits]
     index_dir = repo_dir / "corpus" / ".ragloom"
-    rows: list[dict[str, Any]] = []
-    seconds: dict[str, float] = {}
-
-    t0 = time.perf_counter()
-    baseline = Bm25Baseline(load_chunks(index_dir))
-    seconds["bm25_build"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for q in dataset:
-        files = baseline.rank_files(q.query)
-        rows.append(_row(name, q.id, split[q.id], BASELINE, q.query, q.gold_files, files, None))
-    seconds["bm25_queries"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    by_id = {q.id: q for q in dataset}
     idx = Index.at(index_dir)
-    extended = 0
     try:
-        report = run_eval(idx, dataset, list(strategies), top_k=top_k, assembly_budgets=())
-        for r in report.results:
-            if len(r.files) < MIN_FILES and r.error is None:
-                # fewer than 10 distinct files in top_k hits (large files with many chunks):
-                # rank the rest from a deeper search, after the files already ranked
-                deep = idx.search(by_id[r.id].query, top_k=DEEP_TOP_K, strategy=r.strategy)
-                r.files.extend(dict.fromkeys(h.path for h in deep.hits if h.path not in r.files))
-                extended += 1
+        run = evaluate_files(idx, index_dir, dataset, strategies, top_k=top_k)
     finally:
         idx.close()
-    seconds["ragloom"] = time.perf_counter() - t0
-    seconds["extended_runs"] = extended
-    for note in report.notes:
+    for note in run.notes:
         print(f"  {name}: note: {note}", file=sys.stderr)
-    for r in report.results:
-        q = by_id[r.id]
-        rows.append(
-            _row(name, r.id, split[r.id], r.strategy, q.query, q.gold_files, r.files, r.error)
+    by_id = {q.id: q for q in dataset}
+    rows = [
+        _row(
+            name,
+            r.id,
+            split[r.id],
+            r.method,
+            by_id[r.id].query,
+            by_id[r.id].gold_files,
+            r.files,
+            r.error,
         )
-    return rows, seconds
+        for r in run.runs
+    ]
+    return rows, run.seconds
 
 
 def _row(
@@ -295,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--top-k",
         type=int,
-        default=50,
+        default=DEFAULT_TOP_K,
         help="hits per ragloom search; files are ranked by first appearance in them",
     )
     ap.add_argument("--markdown", type=Path, help="also write the tables to this file")

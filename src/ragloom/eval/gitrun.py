@@ -1,0 +1,134 @@
+"""File-level runs of the git-history evaluation: ragloom's strategies and the plain BM25 baseline.
+
+One implementation for ``scripts/eval_git.py`` (the full evaluation, docs/evaluation-git.md) and
+``tests/golden/test_git_sample.py`` (its golden sample in the default test run), so the two
+cannot drift apart. Each method gives, per question, a ranked list of distinct files:
+
+- the baseline (:class:`ragloom.eval.baseline.Bm25Baseline`) ranks every file with a chunk that
+  matches a query word, by its best chunk;
+- a ragloom strategy ranks the files of its ``top_k`` hits (default 50, the fusion depth of the
+  hybrid strategies, so asking for 50 reorders nothing) in first-seen order. When those hits hold
+  fewer than :data:`MIN_FILES` distinct files (large files with many chunks), the files of a
+  :data:`DEEP_TOP_K`-hit search follow, after the ones already ranked: the scores look at the
+  first 10 files, and a list shorter than that would count as a miss what a deeper look finds.
+
+Scoring is :func:`ragloom.eval.baseline.file_metrics` (R@1, R@5, R@10, MRR@10 over files).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragloom.eval.baseline import Bm25Baseline, file_metrics, load_chunks, mean_metrics
+from ragloom.eval.dataset import EvalQuery
+from ragloom.eval.runner import SearchIndex, run_eval
+
+__all__ = [
+    "BASELINE",
+    "DEEP_TOP_K",
+    "DEFAULT_TOP_K",
+    "MIN_FILES",
+    "FileRun",
+    "GitEvalRun",
+    "baseline_runs",
+    "evaluate_files",
+    "method_means",
+    "ragloom_runs",
+]
+
+BASELINE = "bm25"
+"""Method name of the plain BM25 baseline in runs and tables."""
+DEFAULT_TOP_K = 50
+"""Hits per ragloom search: the hybrid fusion depth, so the order is the strategy's own."""
+MIN_FILES = 10
+"""A ragloom run listing fewer distinct files is completed from a deeper search."""
+DEEP_TOP_K = 300
+"""Hits of the completing search: enough for 10 distinct files in every evaluated repository."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileRun:
+    """One question under one method: the ranked distinct files, and the error if it failed."""
+
+    id: str
+    method: str
+    files: list[str]
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class GitEvalRun:
+    """Every run of one repository (baseline first, then each strategy in the order asked)."""
+
+    runs: list[FileRun] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    """``bm25_build``, ``bm25_queries``, ``ragloom`` (wall seconds) and ``extended_runs``."""
+    notes: list[str] = field(default_factory=list)
+    """Notes of the ragloom runner (an unavailable strategy, incomplete embeddings)."""
+
+
+def baseline_runs(chunks_index_dir: Path, dataset: Sequence[EvalQuery]) -> GitEvalRun:
+    """The BM25 baseline over the chunks stored in ``chunks_index_dir`` (a ``.ragloom``)."""
+    out = GitEvalRun()
+    t0 = time.perf_counter()
+    baseline = Bm25Baseline(load_chunks(chunks_index_dir))
+    out.seconds["bm25_build"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out.runs = [FileRun(q.id, BASELINE, baseline.rank_files(q.query)) for q in dataset]
+    out.seconds["bm25_queries"] = time.perf_counter() - t0
+    return out
+
+
+def ragloom_runs(
+    index: SearchIndex,
+    dataset: Sequence[EvalQuery],
+    strategies: Sequence[str],
+    top_k: int = DEFAULT_TOP_K,
+) -> GitEvalRun:
+    """Each strategy's file ranking per question, completed from a deeper search when short."""
+    out = GitEvalRun()
+    t0 = time.perf_counter()
+    by_id = {q.id: q for q in dataset}
+    report = run_eval(index, dataset, list(strategies), top_k=top_k, assembly_budgets=())
+    extended = 0
+    for r in report.results:
+        if len(r.files) < MIN_FILES and r.error is None:
+            deep: Any = index.search(by_id[r.id].query, top_k=DEEP_TOP_K, strategy=r.strategy)
+            r.files.extend(dict.fromkeys(h.path for h in deep.hits if h.path not in r.files))
+            extended += 1
+    out.seconds["ragloom"] = time.perf_counter() - t0
+    out.seconds["extended_runs"] = extended
+    out.notes = list(report.notes)
+    out.runs = [FileRun(r.id, r.strategy, list(r.files), r.error) for r in report.results]
+    return out
+
+
+def evaluate_files(
+    index: SearchIndex,
+    chunks_index_dir: Path,
+    dataset: Sequence[EvalQuery],
+    strategies: Sequence[str],
+    top_k: int = DEFAULT_TOP_K,
+) -> GitEvalRun:
+    """The baseline over the index's chunks, then every strategy through ``index``."""
+    base = baseline_runs(chunks_index_dir, dataset)
+    rag = ragloom_runs(index, dataset, strategies, top_k)
+    return GitEvalRun(
+        runs=[*base.runs, *rag.runs],
+        seconds={**base.seconds, **rag.seconds},
+        notes=rag.notes,
+    )
+
+
+def method_means(
+    runs: Iterable[FileRun], gold: Mapping[str, Sequence[str]]
+) -> dict[str, dict[str, float]]:
+    """Method -> mean file-level metrics over its runs (``gold``: question id -> gold files)."""
+    per: dict[str, list[dict[str, float]]] = {}
+    for run in runs:
+        per.setdefault(run.method, []).append(file_metrics(run.files, gold[run.id]))
+    return {method: mean_metrics(rows) for method, rows in per.items()}

@@ -409,6 +409,7 @@ class PostgresIndex(Index):
         embedder: str | Embedder | None = None,
         cache_dir: Path | None = None,
         ef_search: int | None = None,
+        pool_size: int = 1,
     ) -> None:
         super().__init__(root, root / DEFAULT_INDEX_DIRNAME, embedder=embedder)
         from ragloom.index.postgres import DEFAULT_EF_SEARCH, bm25_cache_dir
@@ -416,6 +417,9 @@ class PostgresIndex(Index):
         self.dsn = dsn
         self.repository = repository
         self.ef_search = ef_search or DEFAULT_EF_SEARCH
+        self.pool_size = pool_size
+        """Read connections to the database (1: the backend's own; a serving node uses more,
+        ``storage.pool_size``)."""
         self.cache_dir = bm25_cache_dir(dsn, repository, cache_dir)
         self._backend: PostgresBackend | None = None
 
@@ -426,7 +430,11 @@ class PostgresIndex(Index):
             if self._backend is not None:
                 self._backend.close()
             self._backend = PostgresBackend(
-                self.dsn, self.repository, create=create, ef_search=self.ef_search
+                self.dsn,
+                self.repository,
+                create=create,
+                ef_search=self.ef_search,
+                pool_size=1 if create else self.pool_size,
             )
         return self._backend
 

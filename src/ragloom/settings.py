@@ -240,6 +240,12 @@ class StorageSettings(BaseModel):
     ef_search: int = Field(
         default=100, ge=1, le=1000, description="pgvector hnsw.ef_search floor (postgres)"
     )
+    pool_size: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="read connections of a serving node to the database (postgres)",
+    )
 
     @field_validator("backend", mode="before")
     @classmethod

@@ -35,6 +35,7 @@ from ragloom.api import open_postgres
 from ragloom.index.pg_embedded import EmbeddedPostgres
 from ragloom.index.postgres import connect
 from ragloom.server.engine import ServingEngine
+from ragloom.settings import load_settings
 from tests.conftest import copy_stdlib_packages, run_cli
 
 pytestmark = pytest.mark.integration
@@ -334,3 +335,38 @@ def test_a_server_without_the_source_tree_searches_but_never_reindexes(
         with pytest.raises(InputError, match="no source tree"):
             node.start_reindex()
         assert node.status()["chunks"] > 0  # nothing was touched
+
+
+def test_read_pool_answers_concurrent_queries_like_one_connection(tree: tuple[Path, str]) -> None:
+    """With ``storage.pool_size`` read connections, concurrent queries of one node read side by
+    side, open no more connections than the pool allows, and answer exactly as with one."""
+    root, dsn = tree
+    with ServingEngine.open_postgres(dsn, REPO_NAME, root, pool_size=1) as single:
+        expected = {q: _ids(single.search(q, top_k=10)["hits"]) for q in QUERIES}
+    errors: list[BaseException] = []
+    got: dict[str, list[str]] = {}
+    # micro-batching off: a batch of concurrent query embeddings is quantised together and
+    # differs a little from one embedded alone (docs/serving.md); the pool is what is tested
+    alone = load_settings(root, overrides={"server.batch_window_ms": 0}).settings
+    with ServingEngine.open_postgres(dsn, REPO_NAME, root, alone, pool_size=3) as pooled:
+
+        def ask(i: int) -> None:
+            try:
+                for q in QUERIES[i % 2 :: 2]:
+                    got[q] = _ids(pooled.search(q + " ", top_k=10)["hits"])
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        with connect(dsn) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ragloom-read' "
+                "AND datname = current_database()"
+            ).fetchone()
+    assert not errors, errors[0]
+    assert got == expected
+    assert row is not None and 1 <= row[0] <= 3

@@ -36,6 +36,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import queue
 import shutil
 import tempfile
 import threading
@@ -348,6 +349,7 @@ class PostgresBackend:
         *,
         create: bool = False,
         ef_search: int = DEFAULT_EF_SEARCH,
+        pool_size: int = 1,
     ) -> None:
         if not dsn:
             raise ConfigError(
@@ -358,8 +360,12 @@ class PostgresBackend:
         self.ef_search = ef_search
         self._conn = connect(dsn)
         self._lock = threading.RLock()
-        self._ef = -1
-        """hnsw.ef_search the connection is set to (-1: not yet)."""
+        self._pool_size = max(1, int(pool_size))
+        self._pool: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
+        self._pool_open = 0
+        self._pool_lock = threading.Lock()
+        self._efs: dict[int, int] = {}
+        """hnsw.ef_search each read connection is set to (by ``id``; absent: not yet)."""
         try:
             if create:
                 migrate(self._conn)
@@ -399,11 +405,12 @@ class PostgresBackend:
             )
 
     def _read_info(self) -> RepositoryInfo:
-        row = self._conn.execute(
+        row = self._fetchone(
             f"SELECT {_REPO_COLS} FROM repositories WHERE name = %s", (self.repository,)
-        ).fetchone()
+        )
         if row is None:
-            names = list_repositories(self._conn)
+            with self._lock:
+                names = list_repositories(self._conn)
             raise IndexNotFoundError(
                 f"no repository {self.repository!r} in this PostgreSQL database"
                 + (f" (it holds: {', '.join(names)})" if names else "")
@@ -526,13 +533,50 @@ class PostgresBackend:
         return PgUpdate(self)
 
     # -- files and chunks (the published generation) -------------------------------------
+    @contextmanager
+    def _reader(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection for one read statement: the backend's own one (under its lock) with
+        ``pool_size`` 1, else one of up to ``pool_size`` read connections, opened on demand, so
+        a serving node's concurrent queries run their statements side by side instead of one
+        after another on one connection (docs/postgres.md, "Serving from the database").
+        Autocommit: each statement sees the latest commit, as on the single connection."""
+        if self._pool_size <= 1:
+            with self._lock:
+                yield self._conn
+            return
+        try:
+            conn = self._pool.get_nowait()
+        except queue.Empty:
+            with self._pool_lock:
+                fresh = self._pool_open < self._pool_size
+                if fresh:
+                    self._pool_open += 1
+            if fresh:
+                try:
+                    conn = connect(self.dsn, app="ragloom-read")
+                except BaseException:
+                    with self._pool_lock:
+                        self._pool_open -= 1
+                    raise
+            else:
+                conn = self._pool.get()
+        try:
+            yield conn
+        finally:
+            if conn.closed or conn.broken:
+                with self._pool_lock:
+                    self._pool_open -= 1
+                self._efs.pop(id(conn), None)
+            else:
+                self._pool.put(conn)
+
     def _fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchone()
+        with self._reader() as conn:
+            return conn.execute(sql, params).fetchone()
 
     def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+        with self._reader() as conn:
+            return conn.execute(sql, params).fetchall()
 
     def files(self) -> dict[str, FileRow]:
         rows = self._fetchall(
@@ -722,17 +766,17 @@ class PostgresBackend:
             raise ConfigError(f"query vector has {vec.shape[0]} dimensions, the index {dim}")
         ef = min(EF_SEARCH_MAX, max(self.ef_search, 2 * k))
         lit = _vec_literal(vec)
-        with self._lock:
-            if self._ef != ef:
-                # session settings of this backend's own connection: the same effect as SET
-                # LOCAL in a transaction, without its three extra round trips per query
-                self._conn.execute(
+        with self._reader() as conn:
+            if self._efs.get(id(conn)) != ef:
+                # session settings of the read connection: the same effect as SET LOCAL in a
+                # transaction, without its three extra round trips per query
+                conn.execute(
                     "SELECT set_config('hnsw.ef_search', %s, false), "
                     "set_config('hnsw.iterative_scan', 'strict_order', false)",
                     (str(int(ef)),),
                 )
-                self._ef = ef
-            rows = self._conn.execute(
+                self._efs[id(conn)] = ef
+            rows = conn.execute(
                 f"SELECT rowid, 1 - (embedding::vector({dim}) <=> %s::vector({dim})) "
                 f"FROM chunks WHERE repo_id = %s AND embedding_dim = {dim} "
                 f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
@@ -775,6 +819,11 @@ class PostgresBackend:
             )
 
     def close(self) -> None:
+        while True:
+            try:
+                self._pool.get_nowait().close()
+            except queue.Empty:
+                break
         self._conn.close()
 
 

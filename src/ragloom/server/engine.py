@@ -289,12 +289,16 @@ class ServingEngine:
         embedder: Embedder | None = None,
         warm: bool = True,
         source_tree: bool = True,
+        pool_size: int | None = None,
     ) -> ServingEngine:
         """Serve ``repository`` of a PostgreSQL + pgvector database (docs/postgres.md);
         ``root`` is its source tree (context snippets, settings). Several engines, on one
         machine or many, may serve the same repository while one of them re-indexes it.
         ``source_tree`` False (``root`` is only a stand-in for a tree this machine lacks)
-        refuses re-index jobs, which would index ``root`` in its place."""
+        refuses re-index jobs, which would index ``root`` in its place. ``pool_size`` (default
+        ``storage.pool_size``) read connections let concurrent queries read side by side."""
+        if settings is None:
+            settings = load_settings(root).settings
         target = PostgresTarget(
             dsn,
             repository,
@@ -302,9 +306,8 @@ class ServingEngine:
             cache_dir=cache_dir,
             ef_search=ef_search,
             source_tree=source_tree,
+            pool_size=pool_size or settings.storage.pool_size,
         )
-        if settings is None:
-            settings = load_settings(root).settings
         return cls(target.index_dir, root, settings, embedder=embedder, warm=warm, target=target)
 
     def _open_reader(self) -> _Reader:

@@ -144,6 +144,7 @@ class PostgresTarget:
         cache_dir: Path | None = None,
         ef_search: int | None = None,
         source_tree: bool = True,
+        pool_size: int = 1,
     ) -> None:
         from ragloom.api import DEFAULT_INDEX_DIRNAME
 
@@ -157,6 +158,7 @@ class PostgresTarget:
         self.index_dir = root / DEFAULT_INDEX_DIRNAME
         self.cache_dir = cache_dir
         self.ef_search = ef_search
+        self.pool_size = pool_size
         self.label = f"postgres:{repository}"
         self._ident_lock = threading.Lock()
         self._ident: tuple[float, object | None] = (-1e9, None)
@@ -197,6 +199,7 @@ class PostgresTarget:
             embedder=embedder,
             cache_dir=self.cache_dir,
             ef_search=self.ef_search,
+            pool_size=self.pool_size,
         )
 
     def ident(self) -> object | None:

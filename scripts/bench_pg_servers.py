@@ -11,7 +11,9 @@ the database), then:
    rebuilds its BM25 engine from the database at start);
 2. **steady**: ``--clients`` threads send new ``/search`` questions (no cache hits) round-robin to
    both servers for ``--seconds``;
-3. **during a re-index**: ``--edits`` files of the copy gain a function, server A is asked to
+3. **read pools**: with ``--pool-sizes 1,4`` the steady phase first runs with servers of one
+   read connection, then everything below with four (``storage.pool_size``);
+4. **during a re-index**: ``--edits`` files of the copy gain a function, server A is asked to
    re-index (``POST /index``), and the clients keep asking both servers until the job finished
    and both answer from the new generation.
 
@@ -177,9 +179,21 @@ def run(tree: Path, dsn: str, work: Path, args: argparse.Namespace) -> dict[str,
     out["index_timings_s"] = {k: round(v, 1) for k, v in stats.get("timings", {}).items()}
     qs = questions(copy, 400)
     out["questions"] = len(qs)
-    t = time.perf_counter()
     env_a = {**env, "RAGLOOM_CACHE_DIR": str(work / "cache-a")}
     env_b = {**env, "RAGLOOM_CACHE_DIR": str(work / "cache-b")}
+    *compared, last = args.pool_sizes
+    for size in compared:  # steady phase only, for the comparison of read-pool sizes
+        pool = {"RAGLOOM_STORAGE__POOL_SIZE": str(size)}
+        with (
+            server(copy, dsn, {**env_a, **pool}, work / "a.log") as a,
+            server(copy, dsn, {**env_b, **pool}, work / "b.log") as b,
+        ):
+            phase = Phase([a, b], qs, args.clients, f"p{size}").start()
+            time.sleep(args.seconds)
+            out[f"steady_pool_{size}"] = phase.stop()
+    env_a["RAGLOOM_STORAGE__POOL_SIZE"] = env_b["RAGLOOM_STORAGE__POOL_SIZE"] = str(last)
+    out["pool_size"] = last
+    t = time.perf_counter()
     with server(copy, dsn, env_a, work / "a.log") as a:
         out["server_a_start_s"] = round(time.perf_counter() - t, 1)
         t = time.perf_counter()
@@ -239,6 +253,13 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--edits", type=int, default=50)
+    ap.add_argument(
+        "--pool-sizes",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[1, 4],
+        help="storage.pool_size of the servers: each but the last gets a steady phase of its "
+        "own, the last runs the steady and the re-index phases [1,4]",
+    )
     args = ap.parse_args()
     if not args.tree.is_dir():
         raise SystemExit(

@@ -10,12 +10,19 @@ once, and its tracking hash compared with the hit's ``file_hash``:
   the id no longer exists (symbol removed or renamed) the hit is dropped. Both are counted, so
   stale text is never served silently;
 * missing file: dropped and counted as stale.
+
+Reads go through a small process-wide cache (:data:`FILE_CACHE`) whose entries are valid only
+while the file's ``stat`` is unchanged, so a changed file is always read afresh.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -98,18 +105,106 @@ def safe_path(root_real: Path, rel: str) -> Path | None:
     Checks are done on the path string and on the fully resolved path (following symlinks)
     before anything is opened.
     """
+    found = _safe_real(str(root_real), rel)
+    return Path(found[0]) if found is not None else None
+
+
+def _safe_real(root_real: str, rel: str) -> tuple[str, os.stat_result] | None:
+    """:func:`safe_path` on strings, with the file's ``stat`` (the file cache's key).
+
+    The same checks as ``Path.resolve(strict=True)`` / ``is_relative_to`` / ``is_file``
+    (pathlib 3.11 resolves with ``os.path.realpath``), without building Path objects: at ~7
+    files per query the pathlib layers cost more than the system calls.
+    """
     if not rel or "\x00" in rel or "\\" in rel:
         return None
     pure = PurePosixPath(rel)
     if pure.is_absolute() or any(part == ".." for part in pure.parts) or os.path.isabs(rel):
         return None
     try:
-        real = (root_real / pure).resolve(strict=True)
-    except (OSError, RuntimeError):
+        real = os.path.realpath(os.path.join(root_real, str(pure)), strict=True)
+        st = os.stat(real)
+    except (OSError, RuntimeError, ValueError):
         return None
-    if not real.is_relative_to(root_real) or not real.is_file():
+    prefix = root_real if root_real.endswith(os.sep) else root_real + os.sep
+    if real != root_real and not real.startswith(prefix):
         return None
-    return real
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return real, st
+
+
+FILE_CACHE_MAX_BYTES = 16 * 1024 * 1024
+"""Bytes of file content the read cache keeps (its split lines take about twice that again)."""
+FILE_CACHE_MAX_FILES = 1024
+"""Files the read cache keeps, least recently used dropped first."""
+FILE_CACHE_RACY_S = 2.0
+"""A file changed less than this long ago is read but not cached: a filesystem with coarse
+timestamps could otherwise let a second edit in the same tick, of the same size, keep the
+same ``stat`` (git's "racily clean" rule)."""
+
+
+class _FileCache:
+    """Recently read files by real path: (bytes, tracking hash, split lines).
+
+    An entry is used only while the file's ``stat`` (device, inode, size, mtime and ctime in
+    nanoseconds) is unchanged, so an edit, a replacement or a touch re-reads the file; ctime
+    cannot be set back by a writer. At 100k chunks a query's hits sit in ~7 files of ~300 KB
+    together, read, hashed and split on every query before (docs/benchmarks.md, "Context
+    latency at 100k"). Shared by threads: guarded by a lock; the lines lists handed out are
+    shared and must not be modified.
+    """
+
+    def __init__(self, max_bytes: int, max_files: int) -> None:
+        self.max_bytes = max_bytes
+        self.max_files = max_files
+        self._lock = threading.Lock()
+        self._items: OrderedDict[str, tuple[tuple[int, ...], bytes, str, list[str]]] = OrderedDict()
+        self._bytes = 0
+
+    @staticmethod
+    def _key(st: os.stat_result) -> tuple[int, ...]:
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def read(self, real: str, st: os.stat_result) -> tuple[bytes, str, list[str]]:
+        """The file's bytes, ``file_hash`` and lines, from the cache when its stat matches."""
+        key = self._key(st)
+        with self._lock:
+            got = self._items.get(real)
+            if got is not None and got[0] == key:
+                self._items.move_to_end(real)
+                return got[1], got[2], got[3]
+        with open(real, "rb") as fh:
+            data = fh.read()
+        fhash = file_hash(data)
+        lines = split_lines(data)
+        newest = max(st.st_mtime_ns, st.st_ctime_ns) / 1e9
+        if len(data) != st.st_size or time.time() - newest < FILE_CACHE_RACY_S:
+            return data, fhash, lines  # changed while read, or too recently to trust the stat
+        if len(data) > self.max_bytes // 4:
+            return data, fhash, lines
+        with self._lock:
+            old = self._items.pop(real, None)
+            if old is not None:
+                self._bytes -= len(old[1])
+            self._items[real] = (key, data, fhash, lines)
+            self._bytes += len(data)
+            while self._items and (
+                self._bytes > self.max_bytes or len(self._items) > self.max_files
+            ):
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= len(dropped[1])
+        return data, fhash, lines
+
+    def clear(self) -> None:
+        """Forget every file (tests and benchmarks of cold reads)."""
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+
+FILE_CACHE = _FileCache(FILE_CACHE_MAX_BYTES, FILE_CACHE_MAX_FILES)
+"""The process-wide read cache of :func:`fetch_snippets`."""
 
 
 def fetch_snippets(
@@ -125,6 +220,7 @@ def fetch_snippets(
     """
     resolve = resolver or default_resolver
     root_real = root.resolve()
+    root_str = str(root_real)
     report = FetchReport()
     files: dict[str, list[str]] = {}
     file_state: dict[str, tuple[bytes, str] | str] = {}
@@ -132,11 +228,11 @@ def fetch_snippets(
     out: list[Snippet] = []
     for hit in hits:
         if hit.path not in file_state:
-            real = safe_path(root_real, hit.path)
-            if real is not None:
-                data = real.read_bytes()
-                file_state[hit.path] = (data, file_hash(data))
-                files[hit.path] = split_lines(data)
+            found = _safe_real(root_str, hit.path)
+            if found is not None:
+                data, fhash, lines = FILE_CACHE.read(*found)
+                file_state[hit.path] = (data, fhash)
+                files[hit.path] = lines
             elif _missing_inside(root_real, hit.path):
                 file_state[hit.path] = "missing"
             else:

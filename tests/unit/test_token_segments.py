@@ -106,3 +106,17 @@ def test_segmented_count_equals_encoding_on_random_text(text: str) -> None:
         assert "".join(segs) == text
         assert sum(len(enc.encode_ordinary(s)) for s in segs) == len(enc.encode_ordinary(text))
         assert TiktokenCounter(name).count(text) == len(enc.encode_ordinary(text))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_ALPHABET, min_size=300, max_size=500).map("".join))
+def test_memoised_count_of_long_random_text_is_exact(text: str) -> None:
+    """Long texts take the segmented path of ``count`` (short ones are encoded whole)."""
+    for name in ("cl100k", "o200k"):
+        counter = TiktokenCounter(name)
+        want = len(load_encoding(name).encode_ordinary(text))
+        assert counter.count(text) == want
+        assert counter.count(text) == want
+        assert counter.count(text + "\nx = 1\n" + text) == len(
+            load_encoding(name).encode_ordinary(text + "\nx = 1\n" + text)
+        )

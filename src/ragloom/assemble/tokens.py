@@ -180,6 +180,8 @@ class TiktokenCounter:
         self.name = name
         self._enc = load_encoding(name)
         self._lines: dict[str, int] = {}
+        self._segs: dict[str, int] = {}
+        """Tokens of ``part + "\\n"`` by ``part``: the newline-ended segments of :meth:`count`."""
 
     def count(self, text: str) -> int:
         """Exact number of tokens.
@@ -194,7 +196,23 @@ class TiktokenCounter:
         """
         if len(text) <= SEGMENT_CACHE_MAX_CHARS or "\n" not in text:
             return self._count_one(text)
-        return sum(self._count_one(seg) for seg in split_safe(text))
+        parts = _BOUNDARY.split(text)
+        total = self._count_one(parts.pop())
+        # every other segment is a part plus the newline the split removed; memoised by the
+        # part alone, so no segment string is built unless it must be encoded
+        segs = self._segs
+        get = segs.get
+        enc = self._enc
+        for part in parts:
+            n = get(part)
+            if n is None:
+                n = len(enc.encode_ordinary(part + "\n"))
+                if len(part) < SEGMENT_CACHE_MAX_CHARS:
+                    if len(segs) >= LINE_CACHE_MAX:
+                        segs.clear()
+                    segs[part] = n
+            total += n
+        return total
 
     def _count_one(self, text: str) -> int:
         if len(text) > SEGMENT_CACHE_MAX_CHARS:
@@ -243,9 +261,9 @@ SEGMENT_CACHE_MAX_CHARS = 256
 """Segments of :meth:`TiktokenCounter.count` up to this length are memoised (in the line cache);
 longer ones (a minified line, a long indented run) are encoded each time."""
 
-_SAFE_FIRST = frozenset(chr(c) for c in range(0x21, 0x7F) if chr(c) != "/")
-"""Characters that may open a line at a safe boundary: printable ASCII except ``/``."""
-_PRINTABLE = frozenset(chr(c) for c in range(0x21, 0x7F))
+_BOUNDARY = re.compile(r"\n(?=[!-.0-~]|[ \t]+[!-~])")
+"""A newline followed by printable ASCII other than ``/``, or by spaces/tabs and printable
+ASCII: the end of a pre-tokeniser piece in cl100k and o200k (:func:`split_safe`)."""
 
 
 def split_safe(text: str) -> list[str]:
@@ -263,18 +281,10 @@ def split_safe(text: str) -> list[str]:
     against the encoder on real code and on random text). ``"".join`` of the result is
     ``text``.
     """
-    lines = text.split("\n")
-    out: list[str] = []
-    buf = lines[0]
-    first, printable = _SAFE_FIRST, _PRINTABLE
-    for ln in lines[1:]:
-        c = ln[:1]
-        if c in first or ((c == " " or c == "\t") and ln.lstrip(" \t")[:1] in printable):
-            out.append(buf + "\n")
-            buf = ln
-        else:
-            buf = buf + "\n" + ln
-    out.append(buf)
+    parts = _BOUNDARY.split(text)
+    last = parts.pop()
+    out = [part + "\n" for part in parts]
+    out.append(last)
     return out
 
 

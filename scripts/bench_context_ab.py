@@ -54,6 +54,7 @@ def _old_snippets(base: str) -> Any:
     spec = importlib.util.spec_from_file_location("old_snippets", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["old_snippets"] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 

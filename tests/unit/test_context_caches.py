@@ -168,3 +168,29 @@ def test_assembly_with_warm_caches_equals_cold(
     assert warm == cold
     assert cold[2] == len(counter._enc.encode_ordinary(cold[0]))  # type: ignore[attr-defined]
     assert cold[2] <= budget.available
+
+
+def test_safe_path_follows_links_only_within_the_root(tmp_path: Path) -> None:
+    """The component-wise resolution gives what ``Path.resolve(strict=True)`` gave."""
+    from ragloom.assemble.snippets import safe_path
+
+    root = (tmp_path / "root").resolve()
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "pkg" / "sub" / "m.py").write_text(SRC)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "m.py").write_text(SRC)
+    (root / "inner").symlink_to(root / "pkg")
+    (root / "outer").symlink_to(outside)
+    (root / "pkg" / "link.py").symlink_to(root / "pkg" / "sub" / "m.py")
+    cases = ["pkg/sub/m.py", "inner/sub/m.py", "pkg/link.py", "outer/m.py", "pkg/sub", "nope.py"]
+    cases += ["pkg/sub/m.py/x", "./pkg/sub/m.py", "pkg//sub/m.py"]
+    for rel in cases:
+        try:
+            real = (root / rel).resolve(strict=True)
+            want = real if real.is_relative_to(root) and real.is_file() else None
+        except OSError:
+            want = None
+        assert safe_path(root, rel) == want, rel
+    assert safe_path(root, "inner/sub/m.py") == root / "pkg" / "sub" / "m.py"
+    assert safe_path(root, "outer/m.py") is None

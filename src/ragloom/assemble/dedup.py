@@ -63,7 +63,8 @@ def dedup_near(
     """Drop a snippet whose embedding has cosine >= ``threshold`` with an already kept one."""
     if not embeddings:
         return list(snippets)
-    kept_vecs: list[np.ndarray] = []
+    kept: np.ndarray | None = None  # the kept unit vectors, one row each (first n_kept rows)
+    n_kept = 0
     dim: int | None = None
     out: list[Snippet] = []
     for sn in snippets:
@@ -79,10 +80,15 @@ def dedup_near(
         v = v / norm
         # einsum, not BLAS: a threaded BLAS call on a 15 x 384 matrix costs ~1 ms on a busy
         # 2-core machine, the single-threaded loop a few microseconds.
-        if kept_vecs and float(np.max(np.einsum("ij,j->i", np.stack(kept_vecs), v))) >= threshold:
-            report.near += 1
-            continue
+        if kept is not None and n_kept:
+            sims = np.einsum("ij,j->i", kept[:n_kept], v)
+            if float(np.max(sims)) >= threshold:
+                report.near += 1
+                continue
         dim = v.shape[0]
-        kept_vecs.append(v)
+        if kept is None:
+            kept = np.empty((len(snippets), dim), dtype=np.float64)
+        kept[n_kept] = v
+        n_kept += 1
         out.append(sn)
     return out

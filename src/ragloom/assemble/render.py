@@ -18,7 +18,8 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from xml.sax.saxutils import quoteattr
+from functools import lru_cache
+from xml.sax.saxutils import quoteattr as _sax_quoteattr
 
 from ragloom.assemble.budget import Format
 
@@ -32,6 +33,10 @@ _FRAMES: dict[str, tuple[str, str, str]] = {
     "json": ('{"context": [\n', ",\n", "\n]}"),
 }
 _BACKTICKS = re.compile(r"`{3,}")
+
+quoteattr = lru_cache(maxsize=4096)(_sax_quoteattr)
+"""``xml.sax.saxutils.quoteattr``, memoised: an assembly renders each part's header several
+times (trimming, stitching) with the same path, symbol, kind and language."""
 
 
 @dataclass(frozen=True, slots=True)

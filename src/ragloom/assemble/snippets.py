@@ -122,8 +122,7 @@ def _safe_real(root_real: str, rel: str) -> tuple[str, os.stat_result] | None:
     if pure.is_absolute() or any(part == ".." for part in pure.parts) or os.path.isabs(rel):
         return None
     try:
-        real = os.path.realpath(os.path.join(root_real, str(pure)), strict=True)
-        st = os.stat(real)
+        real, st = _resolve_under(root_real, pure.parts)
     except (OSError, RuntimeError, ValueError):
         return None
     prefix = root_real if root_real.endswith(os.sep) else root_real + os.sep
@@ -132,6 +131,28 @@ def _safe_real(root_real: str, rel: str) -> tuple[str, os.stat_result] | None:
     if not stat.S_ISREG(st.st_mode):
         return None
     return real, st
+
+
+def _resolve_under(root_real: str, parts: Sequence[str]) -> tuple[str, os.stat_result]:
+    """``os.path.realpath(root_real/parts, strict=True)`` and the stat of what it names.
+
+    ``root_real`` is already resolved, so only the components below it are examined: each is
+    ``lstat``-ed, and the first symlink hands the whole path to ``os.path.realpath`` (which
+    then also follows the link). Without a symlink the joined path is its own real path and
+    the last ``lstat`` is the file's ``stat``. Raises OSError like ``realpath(strict=True)``
+    when a component is missing or not a directory.
+    """
+    path = root_real
+    st: os.stat_result | None = None
+    for part in parts:
+        path = os.path.join(path, part)
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            real = os.path.realpath(os.path.join(root_real, *parts), strict=True)
+            return real, os.stat(real)
+    if st is None:
+        st = os.stat(path)
+    return path, st
 
 
 FILE_CACHE_MAX_BYTES = 16 * 1024 * 1024

@@ -194,3 +194,65 @@ def test_safe_path_follows_links_only_within_the_root(tmp_path: Path) -> None:
         assert safe_path(root, rel) == want, rel
     assert safe_path(root, "inner/sub/m.py") == root / "pkg" / "sub" / "m.py"
     assert safe_path(root, "outer/m.py") is None
+
+
+def _ctx_dict(idx: object, query: str) -> dict[str, object]:
+    ctx = idx.get_context(query, top_k=8, budget=3000, strategy="hybrid-mmr")  # type: ignore[attr-defined]
+    d = ctx.to_dict()
+    d["stats"].pop("timings_ms")
+    return d
+
+
+def test_edit_and_reindex_serve_fresh_text_and_match_a_cold_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the real index: cached reads and memoised counts never outlive an edit, and a
+    warm process answers exactly like a cold one, before and after a re-index."""
+    import ragloom
+
+    monkeypatch.setattr(snippets_mod, "FILE_CACHE_RACY_S", 0.0)
+    root = tmp_path / "repo"
+    root.mkdir()
+    for name in ("json", "csv", "gzip"):
+        (root / f"{name}_tools.py").write_text(
+            "".join(
+                f"def {name}_step_{i}(data):\n    '''Handle {name} data, step {i}.'''\n"
+                f"    return data + {i}\n\n\n"
+                for i in range(12)
+            )
+        )
+        _age(root / f"{name}_tools.py", 100)
+    idx = ragloom.open(root, embedder="hashing")
+    try:
+        idx.index()
+        query = "handle json data step"
+        first = _ctx_dict(idx, query)
+        assert "return data + 3" in str(first["text"])
+        gen1 = idx.search(query, top_k=3).generation
+        assert _ctx_dict(idx, query) == first  # warm: file cache and token memo used
+
+        # edit without re-indexing: the new text is served (re-resolved), not the cached one
+        f = root / "json_tools.py"
+        f.write_text(f.read_text().replace("return data + 3", "return data - 3"))
+        _age(f, 50)
+        edited = _ctx_dict(idx, query)
+        assert "return data - 3" in str(edited["text"])
+        assert "return data + 3" not in str(edited["text"])
+
+        # re-index: a new generation, the same text as a process that never cached anything
+        idx.index()
+        assert idx.search(query, top_k=3).generation > gen1
+        warm = _ctx_dict(idx, query)
+        assert "return data - 3" in str(warm["text"])
+        assert warm["stats"]["stale_reresolved"] == 0  # type: ignore[index]
+    finally:
+        idx.close()
+    FILE_CACHE.clear()
+    counter = get_counter("cl100k")
+    counter._lines.clear()  # type: ignore[attr-defined]
+    counter._segs.clear()  # type: ignore[attr-defined]
+    cold_idx = ragloom.open(root, embedder="hashing")
+    try:
+        assert _ctx_dict(cold_idx, query) == warm
+    finally:
+        cold_idx.close()

@@ -126,6 +126,49 @@ def test_bm25_follows_the_generation(
         writer.close()
 
 
+def test_one_bm25_build_per_generation_however_many_queries_ask(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """After a publish, concurrent queries of one node build its BM25 for the new generation
+    once (each building its own copy made answers time out during a re-index at 100k chunks),
+    and every answer shows one generation."""
+    import threading
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text("def alpha_frobnicate():\n    return 1\n")
+    writer = open_postgres(src, dsn=pg_dsn, embedder=MODEL, create=True)
+    writer.index(embed=False)
+    reader = open_postgres(src, dsn=pg_dsn, cache_dir=tmp_path / "cache")
+    try:
+        reader.search("frobnicate", top_k=5, strategy="sparse")
+        bm25 = reader.retriever.bm25
+        before = bm25.builds  # type: ignore[union-attr]
+        (src / "b.py").write_text("def beta_frobnicate():\n    return 2\n")
+        assert writer.index(embed=False).generation == 2
+        results: list[object] = []
+        barrier = threading.Barrier(8)
+
+        def ask() -> None:
+            barrier.wait()
+            results.append(reader.search("beta frobnicate", top_k=5, strategy="sparse"))
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        bm25.wait_built(60)  # type: ignore[union-attr]
+        assert bm25.builds == before + 1  # type: ignore[union-attr]
+        assert len(results) == 8
+        assert {r.generation for r in results} == {2}  # type: ignore[attr-defined]
+        after = reader.search("beta frobnicate", top_k=5, strategy="sparse")
+        assert after.hits[0].symbol == "beta_frobnicate"
+    finally:
+        reader.close()
+        writer.close()
+
+
 def _wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -1142,6 +1142,11 @@ def bm25_cache_dir(dsn: str, repository: str, base: Path | None = None) -> Path:
     return base / f"pg-{digest}" / safe
 
 
+BM25_CATCH_UP_WAIT_S = 2.0
+"""How long a query waits for its node's BM25 build of a newly published generation before it
+searches the engine it has (:meth:`PgBm25.reload`)."""
+
+
 class PgBm25:
     """ragloom's BM25 engine (tantivy) for one repository on a serving node, rebuilt from the
     database for its current generation (the seed's "Rebuild from DB").
@@ -1158,6 +1163,10 @@ class PgBm25:
         self.cache_dir = cache_dir
         self.generation = -1
         self._engine: Any = None
+        self._lock = threading.Lock()
+        self._building: threading.Thread | None = None
+        self.builds = 0
+        """Generations this object built (a test and the logs read it)."""
         self.reload()
 
     def _folder(self, generation: int) -> Path:
@@ -1166,17 +1175,64 @@ class PgBm25:
         return self.cache_dir / f"gen-{generation}-{TOKENIZER_VERSION}"
 
     def reload(self) -> None:
+        """Move to the published generation's engine.
+
+        When its folder is not built yet on this node and an engine is open, one build runs
+        in a background thread (however many queries ask at once: each concurrent query
+        building its own copy is what made answers time out during a re-index), and the
+        caller waits for it at most :data:`BM25_CATCH_UP_WAIT_S`. A small update is built
+        within that and the answer is complete. A build that takes longer leaves the query on
+        the engine it has (the previous generation's): rows the new generation deleted are
+        dropped when hits are read from the database, so the answer still shows one
+        generation, but chunks the update added are found only by vector until the switch.
+        The first engine is built in the caller."""
+        generation = self._backend.generation()
+        with self._lock:
+            if generation == self.generation and self._engine is not None:
+                return
+            folder = self._folder(generation)
+            if (folder / "ready").exists():
+                self._switch(generation, folder)
+                return
+            if self._engine is None:
+                self._switch(*self._build())
+                return
+            if self._building is None or not self._building.is_alive():
+                self._building = threading.Thread(
+                    target=self._build_in_background, name="ragloom-bm25-build", daemon=True
+                )
+                self._building.start()
+            building = self._building
+        building.join(BM25_CATCH_UP_WAIT_S)
+        if building.is_alive():
+            log.info(
+                "bm25 still catching up with generation %d; searching generation %d's",
+                generation,
+                self.generation,
+            )
+
+    def _switch(self, generation: int, folder: Path) -> None:
         from ragloom.index.bm25 import TantivyBm25
 
-        generation = self._backend.generation()
-        if generation == self.generation and self._engine is not None:
-            return
-        folder = self._folder(generation)
-        if not (folder / "ready").exists():
-            generation, folder = self._build()
         self._engine = TantivyBm25(folder)
         self.generation = generation
         self._prune()
+
+    def _build_in_background(self) -> None:
+        try:
+            generation, folder = self._build()
+        except Exception as exc:  # the next reload tries again; queries keep the old engine
+            log.warning("bm25 rebuild from PostgreSQL failed: %s", exc)
+            return
+        with self._lock:
+            if generation > self.generation:
+                self._switch(generation, folder)
+
+    def wait_built(self, timeout: float | None = None) -> None:
+        """Block until a background build finished (tests, benchmarks)."""
+        thread = self._building
+        if thread is not None:
+            thread.join(timeout)
 
     def _build(self) -> tuple[int, Path]:
         from ragloom.index.bm25 import TantivyBm25, bm25_document
@@ -1211,6 +1267,7 @@ class PgBm25:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        self.builds += 1
         log.info(
             "bm25 rebuilt from PostgreSQL",
             extra={"generation": generation, "added": len(docs), "removed": len(remove)},

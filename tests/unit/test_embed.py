@@ -389,3 +389,20 @@ def test_sentence_transformer_embedder_matches_onnx(model: OnnxEmbedder) -> None
     with pytest.raises(EmbeddingError, match="never downloads"):
         load_embedder("no-such-org/no-such-model-ragloom-test")
     assert os.environ.get("HF_HUB_OFFLINE") == before
+
+
+def test_queries_run_on_a_one_thread_session_of_their_own() -> None:
+    """A query is embedded on its own session (one intra-op thread, no spinning), created on
+    the first query without creating the batch session; its vector is the batch session's for
+    that text alone."""
+    emb = OnnxEmbedder(default_model_dir())
+    q = "parse a JSON document from a string"
+    v = emb.embed_query(q)
+    assert emb._query_session is not None and emb._session is None
+    assert np.array_equal(v, emb.embed_documents([q])[0])
+    assert emb._session is not None
+    shared = OnnxEmbedder(default_model_dir(), query_threads=None)
+    assert np.array_equal(shared.embed_query(q), v)
+    assert shared._query_session is None
+    with pytest.raises(ConfigError, match="query_threads"):
+        OnnxEmbedder(default_model_dir(), query_threads=0)

@@ -120,6 +120,11 @@ class OnnxEmbedder:
     ``spin`` lets those threads spin briefly between operators instead of sleeping: a query
     then embeds about 30 % faster and batches as fast (docs/embedding.md); pass ``False`` on a
     machine where idle cores must stay idle;
+    ``query_threads`` (default 1) runs :meth:`embed_query` on a session of its own with that
+    many intra-op threads and no spinning, created on the first query: a spinning worker on the
+    other core slowed everything a search does after its embedding 1.5-3x on a busy 2-core
+    machine, and concurrent queries of a server parallelise across queries anyway
+    (docs/embedding.md, "Query session"); None embeds queries on the batch session;
     ``max_seq_length`` overrides the folder's token limit (changing it changes ``model_id``,
     because long texts then embed differently). Texts are tokenised together, sorted by token
     count and run in batches of similar length (little padding); results come back in input
@@ -133,6 +138,7 @@ class OnnxEmbedder:
         threads: int | None = None,
         max_seq_length: int | None = None,
         spin: bool = True,
+        query_threads: int | None = 1,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.spec = str(self.model_dir)
@@ -141,6 +147,11 @@ class OnnxEmbedder:
                 raise EmbeddingError(f"embedding model folder {self.model_dir} has no {name}")
         if threads is not None and (isinstance(threads, bool) or threads < 1):
             raise ConfigError(f"threads must be a positive integer or None, got {threads!r}")
+        if query_threads is not None and (isinstance(query_threads, bool) or query_threads < 1):
+            raise ConfigError(
+                f"query_threads must be a positive integer or None, got {query_threads!r}"
+            )
+        self.query_threads = query_threads
         if max_seq_length is not None and (
             isinstance(max_seq_length, bool) or max_seq_length < _MIN_SEQ_LENGTH
         ):
@@ -165,6 +176,8 @@ class OnnxEmbedder:
         self._model_id = base + suffix
         self._lock = threading.Lock()
         self._session: Any = None
+        self._query_session: Any = None
+        self._verified = False
         self._tokenizer: Any = None
         self._input_names: frozenset[str] = frozenset()
         self._output_name = ""
@@ -190,22 +203,24 @@ class OnnxEmbedder:
 
     @property
     def loaded(self) -> bool:
-        """Whether the session and tokenizer have been created yet."""
-        return self._session is not None
+        """Whether a session and the tokenizer have been created yet."""
+        return self._session is not None or self._query_session is not None
 
     # -- loading -------------------------------------------------------------------------------
-    def _load(self) -> None:
-        if self._session is not None:
+    def _load(self, query: bool = False) -> None:
+        """Create the tokenizer and the batch session (``query``: the query session)."""
+        query = query and self.query_threads is not None
+        if (self._query_session if query else self._session) is not None:
             return
         with self._lock:
-            if self._session is not None:
+            if (self._query_session if query else self._session) is not None:
                 return
             model_path = self.model_dir / MODEL_FILE
             try:
                 data = model_path.read_bytes()
             except OSError as exc:
                 raise EmbeddingError(f"cannot read {model_path}: {exc}") from exc
-            if self.meta is not None and self.meta.sha256 is not None:
+            if not self._verified and self.meta is not None and self.meta.sha256 is not None:
                 actual = hashlib.sha256(data).hexdigest()
                 if actual != self.meta.sha256:
                     raise EmbeddingError(
@@ -213,8 +228,12 @@ class OnnxEmbedder:
                         f"{META_FILE} records {self.meta.sha256}; reinstall ragloom (or re-run "
                         "scripts/export_model.py for a self-exported model)"
                     )
-            tokenizer = self._make_tokenizer()
-            session = self._make_session(data, model_path)
+            self._verified = True
+            tokenizer = self._tokenizer or self._make_tokenizer()
+            if query:
+                session = self._make_session(data, model_path, self.query_threads, spin=False)
+            else:
+                session = self._make_session(data, model_path, self.threads, spin=self.spin)
             self._input_names = frozenset(i.name for i in session.get_inputs())
             missing = {"input_ids", "attention_mask"} - self._input_names
             if missing:
@@ -229,7 +248,10 @@ class OnnxEmbedder:
                     )
                 self._dim = width
             self._tokenizer = tokenizer
-            self._session = session
+            if query:
+                self._query_session = session
+            else:
+                self._session = session
 
     def _make_tokenizer(self) -> Any:
         from tokenizers import Tokenizer
@@ -243,13 +265,15 @@ class OnnxEmbedder:
         tokenizer.enable_truncation(max_length=self.max_seq_length)
         return tokenizer
 
-    def _make_session(self, data: bytes, model_path: Path) -> Any:
+    def _make_session(
+        self, data: bytes, model_path: Path, threads: int | None, *, spin: bool
+    ) -> Any:
         import onnxruntime as ort
 
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.intra_op_num_threads = self.threads or 0  # 0: onnxruntime's default, physical cores
+        so.intra_op_num_threads = threads or 0  # 0: onnxruntime's default, physical cores
         so.inter_op_num_threads = 1  # sequential graph: a second pool would only idle
         # Shapes change with every batch, so memory patterns (which are planned per shape) are
         # never reused and only hold memory; the arena stays on (it reuses the largest batch's
@@ -258,7 +282,7 @@ class OnnxEmbedder:
         # Spinning workers pick up the next operator without a wake-up: a one-line query spends
         # much of its ~1.5 ms in such hand-offs (p50 1.69 -> 1.12-1.27 ms), while batches run
         # at the same rate (166.5 vs 166.6 chunks/s). Measured in embedding.md.
-        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
+        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         # AVX2 machines without VNNI: use the non-saturating u8s8 kernel for the int8 model
         # (no effect on VNNI / AVX512 machines, nor on the fp32 model).
         so.add_session_config_entry("session.x64quantprecision", "1")
@@ -269,8 +293,9 @@ class OnnxEmbedder:
             raise EmbeddingError(f"cannot load ONNX model {model_path}: {exc}") from exc
 
     # -- inference -----------------------------------------------------------------------------
-    def _run_batch(self, batch_ids: Sequence[Sequence[int]]) -> np.ndarray:
-        """Pool and (optionally) normalise one batch of token id lists."""
+    def _run_batch(self, batch_ids: Sequence[Sequence[int]], session: Any = None) -> np.ndarray:
+        """Pool and (optionally) normalise one batch of token id lists (on the batch session
+        unless ``session`` is given)."""
         import numpy as np
 
         rows = len(batch_ids)
@@ -284,7 +309,7 @@ class OnnxEmbedder:
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
         try:
-            out = self._session.run([self._output_name], feeds)[0]
+            out = (session or self._session).run([self._output_name], feeds)[0]
         except Exception as exc:
             raise EmbeddingError(f"embedding model {self._model_id} failed: {exc}") from exc
         out = np.asarray(out, dtype=np.float32)
@@ -348,6 +373,18 @@ class OnnxEmbedder:
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed one query; see :meth:`Embedder.embed_query`."""
-        result: np.ndarray = self.embed_documents([text])[0]
-        return result
+        """Embed one query (on the query session, see the class docstring); see
+        :meth:`Embedder.embed_query`."""
+        if self.query_threads is None:
+            result: np.ndarray = self.embed_documents([text])[0]
+            return result
+        check_texts([text], DEFAULT_BATCH_SIZE)
+        self._load(query=True)
+        try:
+            encoding = self._tokenizer.encode(text, add_special_tokens=True)
+        except Exception as exc:
+            raise EmbeddingError(f"tokenisation failed: {exc}") from exc
+        vec: np.ndarray = self._run_batch([list(encoding.ids)], self._query_session)[0]
+        if self._dim is None:
+            self._dim = int(vec.shape[0])
+        return vec

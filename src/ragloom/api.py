@@ -447,6 +447,11 @@ class PostgresIndex(Index):
         return True
 
     @property
+    def recorded_root(self) -> Path:
+        """The source tree the repository was last indexed from (as that machine saw it)."""
+        return Path(self._open().info.root)
+
+    @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
             from ragloom.retrieve.reader import open_postgres_retriever
@@ -615,7 +620,7 @@ def open_postgres(
         root, dsn, name, embedder=embedder, cache_dir=cache_dir, ef_search=ef_search
     )
     if path is None and not create and index.exists:
-        recorded = Path(index._open().info.root)
+        recorded = index.recorded_root
         if recorded.is_dir():
             index.root = recorded
             index.index_dir = recorded / DEFAULT_INDEX_DIRNAME

@@ -84,7 +84,7 @@ def _load(
         pg_root: Path = idx.root
         # without PATH, the root recorded at indexing is used when it exists here; otherwise
         # the current folder stands in for it (search works, re-index jobs are refused)
-        tree = path is not None or Path(idx._open().info.root).resolve() == pg_root.resolve()
+        tree = path is not None or idx.recorded_root.resolve() == pg_root.resolve()
         loaded = load_settings(pg_root, overrides=overrides)
         pg_dsn, name, ef = idx.dsn, idx.repository, idx.ef_search
         idx.close()

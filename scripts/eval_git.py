@@ -37,13 +37,24 @@ from ragloom.api import Index
 from ragloom.eval.baseline import file_metrics, mean_metrics
 from ragloom.eval.dataset import load_dataset
 from ragloom.eval.gitdata import load_repo_specs, path_role
-from ragloom.eval.gitrun import BASELINE, DEFAULT_TOP_K, evaluate_files
+from ragloom.eval.gitrun import (
+    BASELINE,
+    DEFAULT_TOP_K,
+    AsOfIndex,
+    HistoryAsOf,
+    build_history,
+    evaluate_files,
+    question_times,
+    split_starts,
+)
 
 HERE = Path(__file__).resolve().parent
 STRATEGIES = ("sparse", "dense", "hybrid", "hybrid+seed", "hybrid+raw")
 METRICS = ("R@1", "R@5", "R@10", "MRR@10")
 SPLITS = ("tune", "test")
 RUN_FILES = 20
+ALL = 2**40
+"""A history cut no commit reaches: the whole history (``HistoryAsOf`` cuts it per question)."""
 
 
 def _git_state() -> dict[str, object]:
@@ -77,34 +88,66 @@ def eval_repo(
     strategies: Sequence[str],
     top_k: int,
     splits: Sequence[str],
+    history_git: tuple[Path, str] | None = None,
+    history_mode: str = "question",
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Per-question rows (one per method) of one repository, and the seconds each part took."""
+    """Per-question rows (one per method) of one repository, and the seconds each part took.
+
+    ``history_git`` = (bare git directory, pinned commit): each question is ranked with the
+    commit history as it stood when it was asked (``history_mode`` "question": one store of the
+    whole history under ``repo_dir/history-all``, seen through ``HistoryAsOf``), or as it
+    stood before its split's oldest question ("split": ``repo_dir/history-<split>``). Never
+    the question's own commit or a later one. None ranks without history."""
     qfile = repo_dir / ("questions.jsonl" if variant == "subject" else "questions-body.jsonl")
     split = _split_of(qfile)
-    dataset = [q for q in load_dataset(qfile) if split[q.id] in splits]
+    starts = split_starts(qfile)
     index_dir = repo_dir / "corpus" / ".ragloom"
-    idx = Index.at(index_dir)
-    try:
-        run = evaluate_files(idx, index_dir, dataset, strategies, top_k=top_k)
-    finally:
-        idx.close()
-    for note in run.notes:
-        print(f"  {name}: note: {note}", file=sys.stderr)
-    by_id = {q.id: q for q in dataset}
-    rows = [
-        _row(
-            name,
-            r.id,
-            split[r.id],
-            r.method,
-            by_id[r.id].query,
-            by_id[r.id].gold_files,
-            r.files,
-            r.error,
+    rows: list[dict[str, Any]] = []
+    seconds: dict[str, float] = {}
+    for part in splits:
+        dataset = [q for q in load_dataset(qfile) if split[q.id] == part]
+        if not dataset:
+            continue
+        idx = Index.at(index_dir)
+        try:
+            searched: Any = idx
+            t0 = time.perf_counter()
+            if history_git is None:
+                idx.retriever.history = None
+            elif history_mode == "split":
+                idx.retriever.history = build_history(
+                    history_git[0], history_git[1], starts[part], repo_dir / f"history-{part}"
+                )
+            else:
+                whole = build_history(history_git[0], history_git[1], ALL, repo_dir / "history-all")
+                as_of = HistoryAsOf(whole)
+                idx.retriever.history = as_of
+                searched = AsOfIndex(idx, as_of, question_times(qfile))
+            seconds["history_build"] = seconds.get("history_build", 0.0) + (
+                time.perf_counter() - t0
+            )
+            run = evaluate_files(searched, index_dir, dataset, strategies, top_k=top_k)
+        finally:
+            idx.close()
+        for k, v in run.seconds.items():
+            seconds[k] = seconds.get(k, 0.0) + v
+        for note in run.notes:
+            print(f"  {name}: note: {note}", file=sys.stderr)
+        by_id = {q.id: q for q in dataset}
+        rows.extend(
+            _row(
+                name,
+                r.id,
+                split[r.id],
+                r.method,
+                by_id[r.id].query,
+                by_id[r.id].gold_files,
+                r.files,
+                r.error,
+            )
+            for r in run.runs
         )
-        for r in run.runs
-    ]
-    return rows, run.seconds
+    return rows, seconds
 
 
 def _row(
@@ -280,6 +323,20 @@ def main(argv: list[str] | None = None) -> int:
         help="hits per ragloom search; files are ranked by first appearance in them",
     )
     ap.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    ap.add_argument(
+        "--mirror-root",
+        type=Path,
+        default=Path("/work/.mirror"),
+        help="bare git snapshots (git_dir of --repos is relative to it): the history source",
+    )
+    ap.add_argument(
+        "--history",
+        choices=("question", "split", "none"),
+        default="question",
+        help="the commit history ranking sees: as it stood when each question was asked "
+        "(an index kept in sync; default), as it stood before the split's oldest question "
+        "(an index not synced during the split), or none",
+    )
     args = ap.parse_args(argv)
     specs = load_repo_specs(tomllib.loads(args.repos.read_text(encoding="utf-8")))
     if args.repo:
@@ -294,7 +351,15 @@ def main(argv: list[str] | None = None) -> int:
     for spec in specs:
         repo_dir = args.out / spec.name
         t0 = time.perf_counter()
-        rows, seconds = eval_repo(spec.name, repo_dir, args.variant, strategies, args.top_k, splits)
+        git_dir = args.mirror_root / spec.git_dir
+        history = None if args.history == "none" or not git_dir.is_dir() else (git_dir, spec.commit)
+        if history is None and args.history != "none":
+            print(
+                f"  {spec.name}: no snapshot at {git_dir}: ranked without history", file=sys.stderr
+            )
+        rows, seconds = eval_repo(
+            spec.name, repo_dir, args.variant, strategies, args.top_k, splits, history, args.history
+        )
         seconds["total"] = time.perf_counter() - t0
         timing[spec.name] = {k: round(v, 1) for k, v in seconds.items()}
         all_rows.extend(rows)
@@ -315,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "variant": args.variant,
         "top_k": args.top_k,
+        "history": args.history,
         "strategies": strategies,
         "repos": {s.name: {"commit": s.commit, "language": s.language} for s in specs},
         "ragloom": _git_state(),

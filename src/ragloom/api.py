@@ -151,13 +151,17 @@ class Index:
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            self._retriever = open_retriever(
+            from ragloom.sources.commit_history import CommitHistory
+
+            retriever = open_retriever(
                 self.index_dir,
                 self._manifest(),
                 self._reader_store,
                 root=self.root,
                 embedder=self._embedder_arg,
             )
+            retriever.history = CommitHistory.open(self.index_dir, self.root)
+            self._retriever = retriever
         return self._retriever
 
     # -- operations ---------------------------------------------------------------------
@@ -168,8 +172,12 @@ class Index:
         embed: bool = True,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         progress: ProgressFn | None = None,
+        history: bool = True,
     ) -> IndexStats:
-        """Build the index or bring it up to date (only changed files are re-parsed)."""
+        """Build the index or bring it up to date (only changed files are re-parsed).
+
+        With ``history`` (the default) and a root inside a git work tree, the commit history is
+        synced too (incrementally): the ``history`` ranking step reads it."""
         if not self.root.is_dir():
             raise InputError(f"not a directory: {self.root}")
         try:
@@ -240,12 +248,34 @@ class Index:
                         stats.chunks_total
                         - HnswVectors(self.index_dir / "vectors", embedder.dim).count()
                     )
+                if history:
+                    stats.history_commits = self._sync_history(stats)
                 store.set_meta("last_index_stats", _json(stats.to_dict()))
                 store.set_meta("last_indexed_at", str(time.time()))
                 self._refresh_bm25_snapshot(store, stats)
             finally:
                 store.close()
         return stats
+
+    def _sync_history(self, stats: IndexStats) -> int | None:
+        """Sync the commits source when the root is in a git work tree; the commit count, or
+        None (not a repository, or a failure, logged: the code index is never lost to it)."""
+        from ragloom.sources.base import SourceContext
+        from ragloom.sources.commits import CommitsSource, git_dir_of
+
+        if git_dir_of(self.root) is None:
+            return None
+        t0 = time.perf_counter()
+        source = CommitsSource(SourceContext(self.root, self.index_dir))
+        try:
+            report = source.sync()
+        except Exception as exc:
+            log.warning("change history not synced: %s", exc)
+            return None
+        finally:
+            source.store.close()
+        stats.timings["history"] = time.perf_counter() - t0
+        return report.total
 
     def _refresh_bm25_snapshot(self, store: Store, stats: IndexStats) -> None:
         """Keep a saved BM25 snapshot (``ragloom.service``'s warm start) in step with the index.
@@ -384,6 +414,9 @@ class Index:
         if self._store is not None:
             self._store.close()
         self._store = None
+        history = self._retriever.history if self._retriever is not None else None
+        if history is not None and callable(getattr(history, "close", None)):
+            history.close()  # type: ignore[attr-defined]
         self._retriever = None
 
     def __enter__(self) -> Index:
@@ -468,9 +501,12 @@ class PostgresIndex(Index):
         embed: bool = True,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         progress: ProgressFn | None = None,
+        history: bool = True,
     ) -> IndexStats:
         """Build or update the repository in the database (one transaction per generation;
-        ``rebuild`` re-parses every file and replaces every chunk in that one transaction)."""
+        ``rebuild`` re-parses every file and replaces every chunk in that one transaction).
+        ``history`` is accepted for the same signature: the change history is not kept in
+        PostgreSQL yet (docs/postgres.md), so its ranking step has nothing to use there."""
         from ragloom._version import __version__
         from ragloom.index.backend_index import index_into
 

@@ -31,6 +31,11 @@ __all__ = ["index_cmd", "status_cmd"]
 @click.option("--max-file-bytes", type=int, default=None, help="Skip files above this size.")
 @click.option("--json", "as_json", is_flag=True, help="Print statistics as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
+@click.option(
+    "--no-history",
+    is_flag=True,
+    help="Do not sync the git history (ranking then uses no change history).",
+)
 @index_source_options
 @backend_options
 @handle_errors
@@ -43,6 +48,7 @@ def index_cmd(
     max_file_bytes: int | None,
     as_json: bool,
     no_progress: bool,
+    no_history: bool,
     sources: str | None,
     github: str | None,
     issues_json: Path | None,
@@ -72,6 +78,8 @@ def index_cmd(
             embed=not no_embed,
             max_file_bytes=max_file_bytes or DEFAULT_MAX_FILE_BYTES,
             progress=progress,
+            # `--sources ...commits` syncs the history itself below (and reports what it added)
+            history=not no_history and not _names_commits(sources),
         )
     reports: list[dict[str, object]] | None = None
     if sources or github or issues_json or prs_json:  # other sources (ragloom.cli.sources)
@@ -88,12 +96,20 @@ def index_cmd(
     )
     if stats.embeddings_pending:
         click.echo(f"{stats.embeddings_pending} chunks still have no vector", err=True)
+    if stats.history_commits is not None:
+        click.echo(f"history: {stats.history_commits} commits")
     for rep in reports or []:
         err = f" ({rep['error']})" if rep["error"] else ""
         click.echo(
             f"source {rep['source']}: {rep['status']}{err}, +{rep['added']} -{rep['removed']}, "
             f"{rep['total']} items"
         )
+
+
+def _names_commits(sources: str | None) -> bool:
+    from ragloom.sources.registry import parse_source_list
+
+    return bool(sources) and "commits" in parse_source_list(sources or "")
 
 
 @click.command("status")

@@ -17,27 +17,36 @@ Scoring is :func:`ragloom.eval.baseline.file_metrics` (R@1, R@5, R@10, MRR@10 ov
 
 from __future__ import annotations
 
+import json
+import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ragloom.eval.baseline import Bm25Baseline, file_metrics, load_chunks, mean_metrics
 from ragloom.eval.dataset import EvalQuery
 from ragloom.eval.runner import SearchIndex, run_eval
+from ragloom.sources.commit_history import CommitHistory
 
 __all__ = [
     "BASELINE",
     "DEEP_TOP_K",
     "DEFAULT_TOP_K",
     "MIN_FILES",
+    "AsOfIndex",
     "FileRun",
     "GitEvalRun",
+    "HistoryAsOf",
     "baseline_runs",
+    "build_history",
     "evaluate_files",
     "method_means",
+    "question_times",
     "ragloom_runs",
+    "split_starts",
 ]
 
 BASELINE = "bm25"
@@ -132,3 +141,106 @@ def method_means(
     for run in runs:
         per.setdefault(run.method, []).append(file_metrics(run.files, gold[run.id]))
     return {method: mean_metrics(rows) for method, rows in per.items()}
+
+
+# --- history as it stood before the questions ---------------------------------------------
+
+
+def split_starts(questions_file: Path) -> dict[str, int]:
+    """Split -> committer time (epoch seconds) of its oldest question, from a questions file
+    of ``scripts/build_git_eval.py`` (its ``date`` and ``split`` fields)."""
+    starts: dict[str, int] = {}
+    for line in questions_file.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        obj = json.loads(line)
+        when = int(datetime.fromisoformat(str(obj["date"]).replace("Z", "+00:00")).timestamp())
+        split = str(obj.get("split", "test"))
+        starts[split] = min(starts.get(split, when), when)
+    return starts
+
+
+def build_history(git_dir: Path, pinned: str, before: int, data_dir: Path) -> CommitHistory:
+    """The ``commits`` source of ``pinned``'s history cut at ``before`` (commits strictly older;
+    every question of a split is at least that new), written once to ``data_dir`` and reused
+    while ``pinned`` and ``before`` are the same.
+
+    This is what an index synced just before the first question of the split would hold: the
+    evaluation never lets ranking see the commit a question was made from, or any later one.
+    """
+    from ragloom.eval.gitdata import read_commits
+    from ragloom.sources.commits import numstat, store_commits
+    from ragloom.sources.itemstore import ItemStore
+
+    stamp = f"{pinned}:{before}"
+    if (data_dir / "commits.db").is_file():
+        store = ItemStore(data_dir, "commits")
+        built = store.get_meta("eval_history")
+        store.close()
+        if built == stamp:
+            return CommitHistory(data_dir)
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+    store = ItemStore(data_dir, "commits")
+    try:
+        commits = [c for c in read_commits(git_dir, pinned) if c.timestamp < before]
+        store_commits(store, commits, numstat(git_dir, [pinned]))
+        store.set_meta("last_commit", commits[0].sha if commits else "")
+        store.set_meta("eval_history", stamp)
+    finally:
+        store.close()
+    return CommitHistory(data_dir)
+
+
+class HistoryAsOf:
+    """A :class:`~ragloom.retrieve.history.ChangeHistory` that shows only the commits strictly
+    older than :attr:`before` (epoch seconds; None shows all): the history an index kept in
+    sync holds when a question is asked. :class:`AsOfIndex` sets it per question."""
+
+    def __init__(self, base: CommitHistory) -> None:
+        self.base = base
+        self.before: float | None = None
+
+    def _until(self) -> float | None:
+        return None if self.before is None else self.before - 1
+
+    def similar(self, query: str, k: int) -> list[tuple[float, Sequence[str]]]:
+        from ragloom.sources.base import SourceFilter
+
+        flt = SourceFilter(until=self._until())
+        return [(h.score, h.paths) for h in self.base.store.search(query, k, flt)]
+
+    def changes(self) -> Iterable[Sequence[str]]:
+        return self.base.store.path_lists(self._until())
+
+    def version(self) -> str:
+        return f"{self.base.version()}@{self.before}"
+
+
+class AsOfIndex:
+    """An index whose searches see the history as it stood when each question was asked:
+    ``times`` maps a question's text to its commit time (texts are unique per repository)."""
+
+    def __init__(self, index: Any, history: HistoryAsOf, times: Mapping[str, float]) -> None:
+        self.index = index
+        self.history = history
+        self.times = times
+
+    def search(self, query: str, **kw: Any) -> Any:
+        self.history.before = self.times.get(query)
+        return self.index.search(query, **kw)
+
+    def get_context(self, query: str, **kw: Any) -> Any:
+        self.history.before = self.times.get(query)
+        return self.index.get_context(query, **kw)
+
+
+def question_times(questions_file: Path) -> dict[str, float]:
+    """Question text -> commit time (epoch seconds) of a questions file."""
+    out: dict[str, float] = {}
+    for line in questions_file.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            obj = json.loads(line)
+            when = datetime.fromisoformat(str(obj["date"]).replace("Z", "+00:00"))
+            out[str(obj["query"])] = when.timestamp()
+    return out

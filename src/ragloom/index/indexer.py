@@ -103,6 +103,10 @@ class IndexStats:
     has any more."""
     bytes_reclaimed: int = 0
     """Bytes the database file shrank by (free pages given back, incremental vacuum)."""
+    history_commits: int | None = None
+    """Commits the change history holds after this run (the ``commits`` source, ranking
+    evidence: docs/ranking.md "Change history"); None when it was not synced (not a git work
+    tree, ``history=False``, or the sync failed: the warning says why)."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

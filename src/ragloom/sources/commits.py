@@ -17,7 +17,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,9 +28,16 @@ from ragloom.sources.base import (
     SourceSettings,
     SyncReport,
 )
-from ragloom.sources.itemstore import Item, StoredSource
+from ragloom.sources.itemstore import Item, ItemStore, StoredSource
 
-__all__ = ["MAX_DIFF_FILES", "CommitsSource", "git_dir_of", "github_web_url"]
+__all__ = [
+    "MAX_DIFF_FILES",
+    "CommitsSource",
+    "git_dir_of",
+    "github_web_url",
+    "numstat",
+    "store_commits",
+]
 
 MAX_DIFF_FILES = 30
 """Files listed in one commit's diff summary; the rest are counted."""
@@ -72,7 +79,7 @@ def github_web_url(git_dir: Path) -> str | None:
     return f"https://github.com/{m.group(1)}/{m.group(2)}" if m else None
 
 
-def _numstat(git_dir: Path, revs: Sequence[str]) -> dict[str, dict[str, tuple[str, str]]]:
+def numstat(git_dir: Path, revs: Sequence[str]) -> dict[str, dict[str, tuple[str, str]]]:
     """sha -> path -> (added, deleted) line counts (``-`` for binary files)."""
     code, out = _run(
         ["log", "--no-merges", "--no-renames", "--no-color", "-z", "--numstat",
@@ -98,7 +105,7 @@ def _numstat(git_dir: Path, revs: Sequence[str]) -> dict[str, dict[str, tuple[st
     return stats
 
 
-def _item(c: Commit, stat: dict[str, tuple[str, str]], web: str | None) -> Item:
+def _item(c: Commit, stat: Mapping[str, tuple[str, str]], web: str | None) -> Item:
     subject = c.message.strip().partition("\n")[0]
     when = datetime.fromtimestamp(c.timestamp, UTC).isoformat()
     lines = []
@@ -125,6 +132,22 @@ def _item(c: Commit, stat: dict[str, tuple[str, str]], web: str | None) -> Item:
         language="",
         group="",
     )
+
+
+def store_commits(
+    store: ItemStore,
+    commits: Sequence[Commit],
+    stats: Mapping[str, Mapping[str, tuple[str, str]]] | None = None,
+    web: str | None = None,
+) -> int:
+    """Write ``commits`` as items of ``store`` (in batches); ``stats`` gives each commit's line
+    counts by path (:func:`numstat`). Returns how many were written. The sync uses it, and so
+    does the git evaluation to build a history that ends before its questions."""
+    added = 0
+    for i in range(0, len(commits), _BATCH):
+        batch = commits[i : i + _BATCH]
+        added += store.upsert(_item(c, (stats or {}).get(c.sha, {}), web) for c in batch)
+    return added
 
 
 class CommitsSource(StoredSource):
@@ -165,11 +188,9 @@ class CommitsSource(StoredSource):
             revs = [f"--max-count={limit}", head]
         if revs:
             commits = read_log(git_dir, *revs)
-            stats = _numstat(git_dir, revs)
-            web = github_web_url(git_dir)
-            for i in range(0, len(commits), _BATCH):
-                batch = commits[i : i + _BATCH]
-                report.added += store.upsert(_item(c, stats.get(c.sha, {}), web) for c in batch)
+            report.added += store_commits(
+                store, commits, numstat(git_dir, revs), github_web_url(git_dir)
+            )
             store.set_meta("last_commit", head)
             store.set_meta("last_commit_date", str(commits[0].timestamp) if commits else None)
         store.set_meta("last_sync", str(time.time()))

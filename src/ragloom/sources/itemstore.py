@@ -185,6 +185,18 @@ class ItemStore:
             rows = self._db.execute("SELECT DISTINCT paths FROM items").fetchall()
         return {p for (raw,) in rows for p in json.loads(raw)}
 
+    def path_lists(self, until: float | None = None) -> list[list[str]]:
+        """The paths of every item (dated at most ``until`` when given), one list per item,
+        in rowid order."""
+        with self._lock:
+            if until is None:
+                rows = self._db.execute("SELECT paths FROM items ORDER BY rowid").fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT paths FROM items WHERE date <= ? ORDER BY rowid", (until,)
+                ).fetchall()
+        return [list(json.loads(raw)) for (raw,) in rows]
+
     def search(
         self, text: str, top_k: int, flt: SourceFilter | None = None, *, source: str = ""
     ) -> list[SourceHit]:

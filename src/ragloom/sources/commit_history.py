@@ -1,0 +1,90 @@
+"""The ``commits`` source as ranking evidence: :class:`CommitHistory` implements
+:class:`ragloom.retrieve.history.ChangeHistory` over ``<index>/sources/commits.db`` (docs/ranking.md,
+"Change history"). ``ragloom.api.Index`` attaches it to its retriever when the index keeps one."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ragloom.sources.itemstore import ItemStore
+
+__all__ = ["CommitHistory", "work_tree_prefix"]
+
+log = logging.getLogger("ragloom")
+
+
+def _under(paths: Sequence[str], prefix: str) -> list[str]:
+    """``paths`` inside ``prefix`` (a work-tree-relative folder ending in ``/``, or ``""``),
+    relative to it: commits name paths from the top of the work tree, an index from its root."""
+    if not prefix:
+        return list(paths)
+    n = len(prefix)
+    return [p[n:] for p in paths if p.startswith(prefix)]
+
+
+class CommitHistory:
+    """:class:`ChangeHistory` over the ``commits`` source of an index
+    (``<index>/sources/commits.db`` and its BM25 folder). ``prefix`` is the indexed root's
+    folder inside the git work tree (``services/api/``; ``""`` at the top): paths outside it are
+    dropped and the rest made relative to it, like the index's own paths."""
+
+    def __init__(self, data_dir: Path, prefix: str = "") -> None:
+        self.data_dir = data_dir
+        self.prefix = prefix
+        self._store = ItemStore(data_dir, "commits")
+
+    @classmethod
+    def open(cls, index_dir: Path, root: Path | None = None) -> CommitHistory | None:
+        """The history of the index at ``index_dir`` whose root is ``root``; None when it keeps
+        no commits, none of them touched a file under ``root``, or they cannot be opened
+        (ranking then goes on without them, with a warning)."""
+        data_dir = index_dir / "sources"
+        if not (data_dir / "commits.db").is_file():
+            return None
+        try:
+            prefix = work_tree_prefix(root) if root is not None else ""
+            hist = cls(data_dir, prefix or "")
+            if not any(hist.changes()):
+                hist.close()
+                return None
+            return hist
+        except Exception as exc:  # a broken source must not stop code search
+            log.warning("commit history unavailable, ranking without it: %s", exc)
+            return None
+
+    @property
+    def store(self) -> ItemStore:
+        """The commits source's store (items, BM25)."""
+        return self._store
+
+    def similar(self, query: str, k: int) -> list[tuple[float, Sequence[str]]]:
+        return [(h.score, _under(h.paths, self.prefix)) for h in self._store.search(query, k)]
+
+    def changes(self) -> Iterable[Sequence[str]]:
+        return [_under(paths, self.prefix) for paths in self._store.path_lists()]
+
+    def version(self) -> str:
+        last = self._store.get_meta("last_commit") or ""
+        return f"{last}:{self._store.count()}"
+
+    def close(self) -> None:
+        self._store.close()
+
+
+def work_tree_prefix(root: Path) -> str | None:
+    """``root``'s folder inside its git work tree (``"a/b/"``, ``""`` at the top), None when
+    it is not in one (``git rev-parse --show-prefix``)."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--show-prefix"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None

@@ -1,0 +1,83 @@
+"""The change-history ranking evidence (``ragloom.retrieve.history``): votes, counts, ranks and
+the per-file bonus, as pure functions."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ragloom.retrieve.history import (
+    CHURN_WEIGHT,
+    HISTORY_RRF_K,
+    MAX_FILES_PER_CHANGE,
+    SIMILAR_WEIGHT,
+    HistoryEvidence,
+    change_counts,
+    churn_ranks,
+    file_bonus,
+    history_evidence,
+    ranks,
+    similar_votes,
+)
+
+
+def test_votes_share_each_change_score_among_its_files() -> None:
+    votes = similar_votes([(4.0, ["a.py", "b.py"]), (1.0, ["a.py"]), (2.0, ["a.py", "a.py"])])
+    assert votes == {"a.py": 2.0 + 1.0 + 2.0, "b.py": 2.0}
+
+
+def test_sweeps_empty_and_non_positive_changes_do_not_vote() -> None:
+    sweep = [f"f{i}.py" for i in range(MAX_FILES_PER_CHANGE + 1)]
+    assert similar_votes([(9.0, sweep), (3.0, []), (0.0, ["a.py"]), (-1.0, ["b.py"])]) == {}
+    assert change_counts([sweep, [], ["a.py", "a.py"], ["a.py", "b.py"]]) == {"a.py": 2, "b.py": 1}
+
+
+def test_ranks_are_dense_descending_and_stable_on_ties() -> None:
+    assert ranks({"b": 1.0, "a": 1.0, "c": 5.0}) == {"c": 1, "a": 2, "b": 3}
+    assert ranks({}) == {}
+
+
+def test_churn_and_similar_ranks_keep_only_live_paths() -> None:
+    live = {"a.py", "b.py"}
+    assert churn_ranks([["a.py", "gone.py"], ["gone.py"], ["b.py"], ["b.py"]], live) == {
+        "b.py": 1,
+        "a.py": 2,
+    }
+    ev = history_evidence([(5.0, ["gone.py"]), (1.0, ["a.py"])], live, {"a.py": 1})
+    assert ev.similar == {"a.py": 1} and ev.churn == {"a.py": 1} and not ev.empty
+    assert HistoryEvidence({}, {}).empty
+
+
+def test_file_bonus_is_the_rrf_terms_times_the_prior() -> None:
+    ev = HistoryEvidence({"a.py": 1, "b.py": 3}, {"a.py": 2})
+    k = HISTORY_RRF_K
+    assert file_bonus("a.py", ev) == pytest.approx(
+        SIMILAR_WEIGHT / (k + 1) + CHURN_WEIGHT / (k + 2)
+    )
+    assert file_bonus("b.py", ev, 0.3) == pytest.approx(0.3 * SIMILAR_WEIGHT / (k + 3))
+    assert file_bonus("c.py", ev) == 0.0
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(min_value=0.01, max_value=100.0),
+            st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=4),
+        ),
+        max_size=12,
+    )
+)
+def test_a_better_similar_rank_never_gains_less(changes: list[tuple[float, list[str]]]) -> None:
+    ev = HistoryEvidence(ranks(similar_votes(changes)), {})
+    order = sorted(ev.similar, key=ev.similar.__getitem__)
+    bonuses = [file_bonus(p, ev) for p in order]
+    assert bonuses == sorted(bonuses, reverse=True)
+    assert all(b > 0 for b in bonuses)
+
+
+def test_paths_outside_the_indexed_folder_are_dropped_and_the_rest_made_relative() -> None:
+    from ragloom.sources.commit_history import _under
+
+    assert _under(["app/a.py", "lib/b.py", "app/x/c.py"], "app/") == ["a.py", "x/c.py"]
+    assert _under(["a.py"], "") == ["a.py"]

@@ -81,3 +81,19 @@ def test_paths_outside_the_indexed_folder_are_dropped_and_the_rest_made_relative
 
     assert _under(["app/a.py", "lib/b.py", "app/x/c.py"], "app/") == ["a.py", "x/c.py"]
     assert _under(["a.py"], "") == ["a.py"]
+
+
+def test_co_change_tables_and_ranks() -> None:
+    from ragloom.retrieve.history import CoChange, co_change_ranks
+
+    live = {"a", "b", "c", "d"}
+    changes = [["a", "b"], ["a", "b"], ["a", "c"], ["a", "c", "gone"], ["a", "d"], ["b", "c"]]
+    table = CoChange.of(changes, live)
+    assert table.counts == {"a": 5, "b": 3, "c": 3, "d": 1}
+    assert table.pairs["a"] == {"b": 2, "c": 2, "d": 1}
+    # d shared one change with a: chance, no rank; b and c tie on P(. | a) = 2/5
+    assert co_change_ranks(["a"], table) == {"b": 1, "c": 2}
+    # with b also on top, a gains from b (2/3) and c from a (2/5) only (b-c shared one change)
+    assert co_change_ranks(["a", "b"], table) == {"a": 1, "b": 2, "c": 3}
+    sweep = [f"f{i}" for i in range(40)]
+    assert CoChange.of([sweep], set(sweep)).counts == {}

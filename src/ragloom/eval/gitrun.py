@@ -28,6 +28,7 @@ from typing import Any
 
 from ragloom.eval.baseline import Bm25Baseline, file_metrics, load_chunks, mean_metrics
 from ragloom.eval.dataset import EvalQuery
+from ragloom.eval.gitdata import Commit
 from ragloom.eval.runner import SearchIndex, run_eval
 from ragloom.sources.commit_history import CommitHistory
 
@@ -43,6 +44,8 @@ __all__ = [
     "baseline_runs",
     "build_history",
     "evaluate_files",
+    "history_from_commits",
+    "load_commits",
     "method_means",
     "question_times",
     "ragloom_runs",
@@ -169,7 +172,7 @@ def build_history(git_dir: Path, pinned: str, before: int, data_dir: Path) -> Co
     evaluation never lets ranking see the commit a question was made from, or any later one.
     """
     from ragloom.eval.gitdata import read_commits
-    from ragloom.sources.commits import numstat, store_commits
+    from ragloom.sources.commits import numstat
     from ragloom.sources.itemstore import ItemStore
 
     stamp = f"{pinned}:{before}"
@@ -179,17 +182,51 @@ def build_history(git_dir: Path, pinned: str, before: int, data_dir: Path) -> Co
         store.close()
         if built == stamp:
             return CommitHistory(data_dir)
+    commits = [c for c in read_commits(git_dir, pinned) if c.timestamp < before]
+    return history_from_commits(commits, data_dir, numstat(git_dir, [pinned]), stamp)
+
+
+def history_from_commits(
+    commits: Sequence[Commit],
+    data_dir: Path,
+    stats: Mapping[str, Mapping[str, tuple[str, str]]] | None = None,
+    stamp: str = "",
+) -> CommitHistory:
+    """A fresh ``commits`` store in ``data_dir`` (replaced if there) holding ``commits``
+    (newest first, as ``git log`` lists them), opened as a history."""
+    from ragloom.sources.commits import store_commits
+    from ragloom.sources.itemstore import ItemStore
+
     if data_dir.exists():
         shutil.rmtree(data_dir)
     store = ItemStore(data_dir, "commits")
     try:
-        commits = [c for c in read_commits(git_dir, pinned) if c.timestamp < before]
-        store_commits(store, commits, numstat(git_dir, [pinned]))
+        store_commits(store, commits, stats)
         store.set_meta("last_commit", commits[0].sha if commits else "")
         store.set_meta("eval_history", stamp)
     finally:
         store.close()
     return CommitHistory(data_dir)
+
+
+def load_commits(path: Path) -> list[Commit]:
+    """Commits of a JSON-lines file (``sha``, ``timestamp``, ``message``, ``changes`` as
+    ``[status, path]`` pairs, optional ``author`` and ``email``), in file order."""
+    out: list[Commit] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            o = json.loads(line)
+            out.append(
+                Commit(
+                    str(o["sha"]),
+                    int(o["timestamp"]),
+                    str(o.get("author", "")),
+                    str(o.get("email", "")),
+                    str(o["message"]),
+                    tuple((str(st), str(p)) for st, p in o["changes"]),
+                )
+            )
+    return out
 
 
 class HistoryAsOf:

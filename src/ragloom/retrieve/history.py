@@ -57,21 +57,21 @@ SIMILAR_COMMITS = 20
 """Commits most similar to the question that vote for the files they changed. Issue-11 tune
 split (700 commit-message questions, 7 repositories, history as of each question, depth 150,
 weights 0.5 / 0.5; file R@10 / MRR@10): 20 -> 0.862 / 0.706, 30 -> 0.863 / 0.708: 20."""
-SIMILAR_WEIGHT = 1.0
-"""RRF weight of the similar-changes file ranking (same tune runs, churn 0.5: 0.5 -> 0.862 /
-0.706, 0.7 -> 0.867 / 0.712, 1.0 -> 0.868 / 0.715)."""
-CHURN_WEIGHT = 0.5
-"""RRF weight of the change-count file ranking (tune, depth 100, similar 0.5: 0.3 -> 0.849 /
-0.696, 0.5 -> 0.853 / 0.703; depth 150, similar 0.7: 0.5 -> 0.867 / 0.712, 0.7 -> 0.869 /
-0.709)."""
-CO_CHANGE_WEIGHT = 0.5
+SIMILAR_WEIGHT = 0.7
+"""RRF weight of the similar-changes file ranking. Chosen with :data:`CHURN_WEIGHT` and
+:data:`CO_CHANGE_WEIGHT` on two tune sets at once: the git questions (change requests) and
+lookup questions on two of the same repositories with their history (a docstring's first
+sentence asking for its function), keeping lookups at least where they are without history.
+Stronger weights (similar 1.0, churn 0.5, co-change 0.5: git tune R@10 0.874) cost lookups up
+to 0.12 file MRR@10 (docs/ranking.md, "Change history")."""
+CHURN_WEIGHT = 0.1
+"""RRF weight of the change-count file ranking (query-independent: kept small)."""
+CO_CHANGE_WEIGHT = 0.2
 """RRF weight of the co-change file ranking: files that past commits changed together with the
-best files of the ranking so far (tune split, history as of each question, file R@10 /
-MRR@10: off 0.868 / 0.715, 0.3 -> 0.872 / 0.718, 0.5 -> 0.874 / 0.718, 0.7 -> 0.875 / 0.714,
-1.0 -> 0.872 / 0.706)."""
+best files of the ranking so far."""
 CO_CHANGE_TOP = 3
-"""Best files of the ranking whose co-changed files are ranked (tune: 1 -> 0.873 / 0.712, 3 ->
-0.874 / 0.718, 5 -> 0.871 / 0.718)."""
+"""Best files of the ranking whose co-changed files are ranked (git tune, strong weights: 1 ->
+R@10 0.873 / MRR@10 0.712, 3 -> 0.874 / 0.718, 5 -> 0.871 / 0.718)."""
 CO_CHANGE_MIN = 2
 """Commits two files must share to count as co-changed (one shared commit is chance)."""
 HISTORY_RRF_K = 10.0

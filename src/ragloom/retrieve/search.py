@@ -126,6 +126,13 @@ HYBRID_CANDIDATES_MIN = 100
 ploke section 1), so MMR always sees a full pool. 100 since issue 11: the role prior and file
 evidence promote hits from further down (tune split, starlette+chi+axios, file MRR@10 0.700 ->
 0.712, R@10 0.837 -> 0.847 against 50)."""
+HISTORY_YIELDS_TO_AGREEMENT = True
+"""The history step adds nothing when BM25 and dense put the same file first: the question
+then names its answer, and evidence about what tends to change only pulls other files above
+it. Issue-11 tune halves (file MRR@10 / R@10; lookup = docstring-to-function questions on rich
+and starlette with their whole history, file / symbol MRR@10), similar commits at 0.5 alone:
+without the rule git 0.843 / 0.689, lookup 0.846 / 0.635; with it git 0.836 / 0.685, lookup
+0.864 / 0.645 (no history: lookup 0.860 / 0.638). docs/ranking.md "Change history"."""
 HISTORY_CANDIDATES_MIN = 150
 """Depth of each modality's list when a change history takes part (the ``history`` step): its
 evidence lifts files from further down. Issue-11 tune split, history as of each question,
@@ -716,7 +723,7 @@ class Retriever:
         t = time.perf_counter()
         priors: dict[int, dict[str, float]] = {}
         if steps:
-            fused = self._priors(fused[: max(depth, top_k)], query, steps, priors)
+            fused = self._priors(fused[: max(depth, top_k)], query, steps, priors, per_modality)
             result.timings_ms["priors"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
         ranked = fused[: max(depth, top_k)]
@@ -817,6 +824,16 @@ class Retriever:
             log.warning("change history unavailable for this query: %s", exc)
             return None
 
+    def _agree(self, lists: dict[str, list[tuple[int, float]]] | None) -> bool:
+        """True when BM25's and dense's best hits are in the same file."""
+        bm25 = (lists or {}).get("bm25") or []
+        dense = (lists or {}).get("dense") or []
+        if not bm25 or not dense:
+            return False
+        info = self.chunk_info([bm25[0][0], dense[0][0]])
+        a, b = info.get(bm25[0][0]), info.get(dense[0][0])
+        return a is not None and b is not None and a[0] == b[0]
+
     def _history_bonus(
         self,
         out: list[tuple[int, float]],
@@ -866,9 +883,12 @@ class Retriever:
         query: str,
         steps: frozenset[str],
         notes: dict[int, dict[str, float]],
+        lists: dict[str, list[tuple[int, float]]] | None = None,
     ) -> list[tuple[int, float]]:
         """The tuned ranking priors on the fused list: role and declaration demotions
-        (unless the question asks for that role), then file evidence; re-sorted."""
+        (unless the question asks for that role), the change history (unless BM25 and dense
+        agree on the best file: ``lists`` are their ranked lists), then file evidence;
+        re-sorted."""
         info = self.chunk_info([r for r, _ in ranked])
         intent = query_intent(query)
         out: list[tuple[int, float]] = []
@@ -886,7 +906,9 @@ class Retriever:
             if f != 1.0:
                 notes.setdefault(r, {})["prior"] = f
             out.append((r, s * f))
-        found = self._history_evidence(query) if "history" in steps else None
+        found = None
+        if "history" in steps and not (HISTORY_YIELDS_TO_AGREEMENT and self._agree(lists)):
+            found = self._history_evidence(query)
         if found is not None and not found[0].empty:
             out = self._history_bonus(out, info, intent, found[0], found[1], notes)
         if "filerank" in steps:

@@ -107,3 +107,21 @@ def test_a_subfolder_index_reads_history_relative_to_itself(tmp_path: Path) -> N
         assert hist is not None and hist.prefix == "app/"  # type: ignore[attr-defined]
         res = idx.search("tighten validation for signup", strategy="hybrid", explain=True)
         assert res.hits[0].path == "forms.py" and res.hits[0].explain.get("history", 0) > 0
+
+
+def test_history_yields_when_both_modalities_agree_on_the_file(tmp_path: Path) -> None:
+    root = _repo(tmp_path / "r")
+    run_cli("index", str(root), "--model", "hashing", check=True)
+    with Index.at(root) as idx:
+        ret = idx.retriever
+        forms = [c.rowid for c in ret.store.chunks_for_path("app/forms.py")]
+        views = [c.rowid for c in ret.store.chunks_for_path("app/views.py")]
+        assert ret._agree({"bm25": [(forms[0], 1.0)], "dense": [(forms[-1], 0.9)]})
+        assert not ret._agree({"bm25": [(forms[0], 1.0)], "dense": [(views[0], 0.9)]})
+        assert not ret._agree({"bm25": [], "dense": [(views[0], 0.9)]})
+        # the rule is what the step consults: agreeing lists leave every hit without a bonus
+        q = "tighten validation for signup"
+        ret._agree = lambda lists: True  # type: ignore[method-assign]
+        assert all("history" not in (h.explain or {}) for h in idx.search(q, explain=True).hits)
+        ret._agree = lambda lists: False  # type: ignore[method-assign]
+        assert any("history" in (h.explain or {}) for h in idx.search(q, explain=True).hits)

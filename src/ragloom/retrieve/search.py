@@ -907,7 +907,11 @@ class Retriever:
                 notes.setdefault(r, {})["prior"] = f
             out.append((r, s * f))
         found = None
-        if "history" in steps and not (HISTORY_YIELDS_TO_AGREEMENT and self._agree(lists)):
+        if (
+            "history" in steps
+            and self.history is not None
+            and not (HISTORY_YIELDS_TO_AGREEMENT and self._agree(lists))
+        ):
             found = self._history_evidence(query)
         if found is not None and not found[0].empty:
             out = self._history_bonus(out, info, intent, found[0], found[1], notes)

@@ -47,7 +47,10 @@ class CommitHistory:
         try:
             prefix = work_tree_prefix(root) if root is not None else ""
             hist = cls(data_dir, prefix or "")
-            if not any(hist.changes()):
+            # at the top of the work tree every commit path is under the root: only a
+            # sub-folder needs the (whole-history) check that some commit touched it
+            empty = hist.store.count() == 0 if not hist.prefix else not any(hist.changes())
+            if empty:
                 hist.close()
                 return None
             return hist

@@ -125,3 +125,18 @@ def test_history_yields_when_both_modalities_agree_on_the_file(tmp_path: Path) -
         assert all("history" not in (h.explain or {}) for h in idx.search(q, explain=True).hits)
         ret._agree = lambda lists: False  # type: ignore[method-assign]
         assert any("history" in (h.explain or {}) for h in idx.search(q, explain=True).hits)
+
+
+def test_changes_profile_ignores_agreement_and_weighs_more(tmp_path: Path) -> None:
+    root = _repo(tmp_path / "r")
+    run_cli("index", str(root), "--model", "hashing", check=True)
+    q = "tighten validation for signup"
+    with Index.at(root) as idx:
+        ret = idx.retriever
+        ret._agree = lambda lists: True  # type: ignore[method-assign]
+        assert all("history" not in (h.explain or {}) for h in idx.search(q, explain=True).hits)
+        strong = idx.search(q, strategy="hybrid+changes", explain=True).hits
+        default_off = {h.id: h.score for h in idx.search(q, strategy="hybrid+no-history").hits}
+        forms = [h for h in strong if h.path == "app/forms.py"]
+        assert forms and forms[0].explain["history"] > 0  # type: ignore[operator]
+        assert forms[0].score > default_off[forms[0].id]

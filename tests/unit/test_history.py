@@ -97,3 +97,17 @@ def test_co_change_tables_and_ranks() -> None:
     assert co_change_ranks(["a", "b"], table) == {"a": 1, "b": 2, "c": 3}
     sweep = [f"f{i}" for i in range(40)]
     assert CoChange.of([sweep], set(sweep)).counts == {}
+
+
+def test_changes_profile_is_a_strategy_modifier() -> None:
+    from ragloom.errors import ConfigError
+    from ragloom.retrieve.history import CHANGE_WEIGHTS, DEFAULT_WEIGHTS
+    from ragloom.retrieve.search import parse_search_spec
+
+    assert parse_search_spec("hybrid").history == DEFAULT_WEIGHTS
+    spec = parse_search_spec("hybrid+changes")
+    assert spec.history == CHANGE_WEIGHTS and not spec.history.yields_to_agreement
+    assert spec.ranking("history") and spec.name == "hybrid+changes"
+    assert parse_search_spec("hybrid+changes+no-history").ranking("history") is False
+    with pytest.raises(ConfigError, match=r"\+changes"):
+        parse_search_spec("hybrid+chnages")

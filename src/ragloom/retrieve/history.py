@@ -31,10 +31,13 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "CHANGE_WEIGHTS",
     "CHURN_WEIGHT",
     "CO_CHANGE_MIN",
     "CO_CHANGE_TOP",
     "CO_CHANGE_WEIGHT",
+    "DEFAULT_WEIGHTS",
+    "HISTORY_PROFILES",
     "HISTORY_RRF_K",
     "MAX_FILES_PER_CHANGE",
     "SIMILAR_COMMITS",
@@ -42,6 +45,7 @@ __all__ = [
     "ChangeHistory",
     "CoChange",
     "HistoryEvidence",
+    "HistoryWeights",
     "change_counts",
     "churn_ranks",
     "co_change_ranks",
@@ -74,6 +78,37 @@ CO_CHANGE_TOP = 3
 R@10 0.873 / MRR@10 0.712, 3 -> 0.874 / 0.718, 5 -> 0.871 / 0.718)."""
 CO_CHANGE_MIN = 2
 """Commits two files must share to count as co-changed (one shared commit is chance)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryWeights:
+    """The weights of the three file rankings, and whether the step yields when BM25 and dense
+    agree on the best file."""
+
+    similar: float = SIMILAR_WEIGHT
+    churn: float = CHURN_WEIGHT
+    co_change: float = CO_CHANGE_WEIGHT
+    yields_to_agreement: bool = True
+    """The step adds nothing when BM25 and dense put the same file first: the question then
+    names its answer, and evidence about what tends to change only pulls other files above it.
+    Tune halves, similar commits at 0.5 alone (git file R@10 / MRR@10; lookups on rich and
+    starlette with their whole history, file / symbol MRR@10): without the rule git 0.843 /
+    0.689, lookup 0.846 / 0.635; with it git 0.836 / 0.685, lookup 0.864 / 0.645 (no history:
+    lookup 0.860 / 0.638)."""
+
+
+DEFAULT_WEIGHTS = HistoryWeights()
+"""The default ``hybrid``: chosen on change requests and lookups together (docs/ranking.md)."""
+CHANGE_WEIGHTS = HistoryWeights(similar=1.0, churn=0.5, co_change=0.5, yields_to_agreement=False)
+"""``hybrid+changes``: chosen on change requests alone (git tune split R@10 0.874 against 0.855
+for the default; held-back 0.897 / 0.720 R@10 / MRR@10 against 0.876 / 0.722). It costs
+lookups up to 0.12 file MRR@10, so it is for callers whose questions are changes to make
+(issue titles, bug reports, task descriptions)."""
+HISTORY_PROFILES: dict[str, HistoryWeights] = {
+    "default": DEFAULT_WEIGHTS,
+    "changes": CHANGE_WEIGHTS,
+}
+"""Profile name (``+changes`` picks ``changes``) -> weights."""
 HISTORY_RRF_K = 10.0
 """RRF constant of both file rankings: the fused list's own (k=30 lost 0.02 R@10 in the first
 file-level simulation on tune)."""

@@ -64,12 +64,14 @@ from ragloom.retrieve.fusion import (
 )
 from ragloom.retrieve.history import (
     CO_CHANGE_TOP,
-    CO_CHANGE_WEIGHT,
+    DEFAULT_WEIGHTS,
+    HISTORY_PROFILES,
     HISTORY_RRF_K,
     SIMILAR_COMMITS,
     ChangeHistory,
     CoChange,
     HistoryEvidence,
+    HistoryWeights,
     co_change_ranks,
     file_bonus,
     history_evidence,
@@ -126,13 +128,6 @@ HYBRID_CANDIDATES_MIN = 100
 ploke section 1), so MMR always sees a full pool. 100 since issue 11: the role prior and file
 evidence promote hits from further down (tune split, starlette+chi+axios, file MRR@10 0.700 ->
 0.712, R@10 0.837 -> 0.847 against 50)."""
-HISTORY_YIELDS_TO_AGREEMENT = True
-"""The history step adds nothing when BM25 and dense put the same file first: the question
-then names its answer, and evidence about what tends to change only pulls other files above
-it. Issue-11 tune halves (file MRR@10 / R@10; lookup = docstring-to-function questions on rich
-and starlette with their whole history, file / symbol MRR@10), similar commits at 0.5 alone:
-without the rule git 0.843 / 0.689, lookup 0.846 / 0.635; with it git 0.836 / 0.685, lookup
-0.864 / 0.645 (no history: lookup 0.860 / 0.638). docs/ranking.md "Change history"."""
 HISTORY_CANDIDATES_MIN = 150
 """Depth of each modality's list when a change history takes part (the ``history`` step): its
 evidence lifts files from further down. Issue-11 tune split, history as of each question,
@@ -211,6 +206,8 @@ class SearchSpec:
     tuned: bool = True
     ranking_off: frozenset[str] = frozenset()
     """Ranking steps (:data:`RANKING_STEPS`) turned off by ``+no-NAME``."""
+    history: HistoryWeights = DEFAULT_WEIGHTS
+    """Weights of the history step (``+changes``: ``ragloom.retrieve.history.CHANGE_WEIGHTS``)."""
 
     def ranking(self, step: str) -> bool:
         """True when the tuned ranking step ``step`` runs."""
@@ -226,15 +223,18 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
     if base not in STRATEGIES:
         raise ConfigError(
             f"unknown strategy {spec!r}; choose from {', '.join(STRATEGIES)} "
-            f"(optionally +raw, +seed or +no-STEP, STEP in "
+            f"(optionally +raw, +seed, +changes or +no-STEP, STEP in "
             f"{', '.join([*QUERY_STEP_FLAGS, *RANKING_STEPS])})"
         )
     strategy = parse_strategy(base)
     qc = QueryConfig()
     tuned = True
     off: set[str] = set()
+    history = DEFAULT_WEIGHTS
     for mod in parts[1:]:
-        if mod == "raw":
+        if mod in HISTORY_PROFILES and mod != "default":
+            history = HISTORY_PROFILES[mod]
+        elif mod == "raw":
             qc = QueryConfig(**{v: False for v in QUERY_STEP_FLAGS.values()})
         elif mod == "seed":
             tuned = False
@@ -244,10 +244,10 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
             off.add(mod[3:])
         else:
             raise ConfigError(
-                f"unknown strategy modifier {mod!r} in {spec!r}; use +raw, +seed or +no-STEP "
+                f"unknown strategy modifier {mod!r} in {spec!r}; use +raw, +seed, +changes or +no-STEP "
                 f"with STEP in {', '.join([*QUERY_STEP_FLAGS, *RANKING_STEPS])}"
             )
-    return SearchSpec(strategy, qc, "+".join(parts), tuned, frozenset(off))
+    return SearchSpec(strategy, qc, "+".join(parts), tuned, frozenset(off), history)
 
 
 def hit_to_json(hit: Hit, *, explain: bool = False) -> dict[str, Any]:
@@ -646,7 +646,9 @@ class Retriever:
                 # the view of the last query is used as is: the check below catches any write
                 # since (and the retry pins afresh), so a quiet index costs one data_version read
                 view = cached[1] if attempt == 0 and cached is not None else self.pin()
-                result = self._search(query, top_k, strat, qc, name, explain, view, steps)
+                result = self._search(
+                    query, top_k, strat, qc, name, explain, view, steps, spec.history
+                )
                 if self._still_published(view):
                     break
             span.set_attribute("generation", result.generation)
@@ -664,6 +666,7 @@ class Retriever:
         explain: bool,
         view: GenerationView,
         steps: frozenset[str] = frozenset(),
+        weights: HistoryWeights = DEFAULT_WEIGHTS,
     ) -> SearchResult:
         result = SearchResult(hits=[], strategy=name, generation=view.generation)
         t0 = time.perf_counter()
@@ -723,7 +726,9 @@ class Retriever:
         t = time.perf_counter()
         priors: dict[int, dict[str, float]] = {}
         if steps:
-            fused = self._priors(fused[: max(depth, top_k)], query, steps, priors, per_modality)
+            fused = self._priors(
+                fused[: max(depth, top_k)], query, steps, priors, per_modality, weights
+            )
             result.timings_ms["priors"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
         ranked = fused[: max(depth, top_k)]
@@ -842,6 +847,7 @@ class Retriever:
         evidence: HistoryEvidence,
         table: CoChange,
         notes: dict[int, dict[str, float]],
+        weights: HistoryWeights = DEFAULT_WEIGHTS,
     ) -> list[tuple[int, float]]:
         """Add each chunk's file bonus (``ragloom.retrieve.history``): similar changes and churn
         first, then the co-change of the :data:`CO_CHANGE_TOP` best files after that."""
@@ -853,7 +859,13 @@ class Retriever:
         for r, _ in out:
             meta = info.get(r)
             if meta is not None and meta[0] not in bonus:
-                bonus[meta[0]] = file_bonus(meta[0], evidence, prior(meta[1]))
+                bonus[meta[0]] = file_bonus(
+                    meta[0],
+                    evidence,
+                    prior(meta[1]),
+                    similar_weight=weights.similar,
+                    churn_weight=weights.churn,
+                )
         scored = [(r, s + bonus.get(info[r][0], 0.0) if r in info else s) for r, s in out]
         top: list[str] = []
         for r, _ in sorted(scored, key=lambda it: (-it[1], it[0])):
@@ -862,14 +874,14 @@ class Retriever:
                 top.append(path)
                 if len(top) == CO_CHANGE_TOP:
                     break
-        co = co_change_ranks(top, table) if CO_CHANGE_WEIGHT else {}
+        co = co_change_ranks(top, table) if weights.co_change else {}
         result: list[tuple[int, float]] = []
         for r, s in scored:
             meta = info.get(r)
             if meta is not None:
                 rank = co.get(meta[0])
                 if rank is not None:
-                    extra = CO_CHANGE_WEIGHT / (HISTORY_RRF_K + rank) * prior(meta[1])
+                    extra = weights.co_change / (HISTORY_RRF_K + rank) * prior(meta[1])
                     s += extra
                     notes.setdefault(r, {})["co_change"] = extra
                 if bonus.get(meta[0]):
@@ -884,6 +896,7 @@ class Retriever:
         steps: frozenset[str],
         notes: dict[int, dict[str, float]],
         lists: dict[str, list[tuple[int, float]]] | None = None,
+        weights: HistoryWeights = DEFAULT_WEIGHTS,
     ) -> list[tuple[int, float]]:
         """The tuned ranking priors on the fused list: role and declaration demotions
         (unless the question asks for that role), the change history (unless BM25 and dense
@@ -910,11 +923,11 @@ class Retriever:
         if (
             "history" in steps
             and self.history is not None
-            and not (HISTORY_YIELDS_TO_AGREEMENT and self._agree(lists))
+            and not (weights.yields_to_agreement and self._agree(lists))
         ):
             found = self._history_evidence(query)
         if found is not None and not found[0].empty:
-            out = self._history_bonus(out, info, intent, found[0], found[1], notes)
+            out = self._history_bonus(out, info, intent, found[0], found[1], notes, weights)
         if "filerank" in steps:
             paths = {r: m[0] for r, m in info.items()}
             out = file_evidence(out, paths, FILE_EVIDENCE, FILE_EVIDENCE_DECAY, FILE_EVIDENCE_TOP)

@@ -59,8 +59,9 @@ def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
     "--strategy",
     default="hybrid",
     show_default=True,
-    help="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed (seed RRF defaults) "
-    "or +no-STEP (STEP: expand, synonyms, entities, exact, decompose, language) "
+    help="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed (seed RRF defaults), "
+    "+changes (history weighed for change requests) or +no-STEP (STEP: expand, synonyms, "
+    "entities, exact, decompose, language, roles, decl, filerank, history) "
     "[config: ranking.strategy].",
 )
 @click.option("--explain", is_flag=True, help="Show each modality's rank and score, and boosts.")

@@ -88,6 +88,11 @@ class IndexStatus:
     generation: int = 0
     bm25: dict[str, object] = field(default_factory=dict)
     """BM25 service state: live engine status and the saved snapshot (``ragloom.service``)."""
+    history: dict[str, object] = field(default_factory=dict)
+    """The change history the ``history`` ranking step reads (empty when the index keeps
+    none): ``commits``, ``last_commit``, ``newest_commit_date`` (epoch seconds) and
+    ``ranking`` (whether searches use it: False when no commit touched a file under the
+    root)."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -404,7 +409,31 @@ class Index:
             disk_bytes=_dir_size(self.index_dir),
             generation=store.generation(),
             bm25=bm25_state,
+            history=self._history_status(),
         )
+
+    def _history_status(self) -> dict[str, object]:
+        from ragloom.sources.commit_history import CommitHistory
+
+        if not (self.index_dir / "sources" / "commits.db").is_file():
+            return {}
+        hist = CommitHistory.open(self.index_dir, self.root)
+        if hist is None:
+            from ragloom.sources.itemstore import ItemStore
+
+            store = ItemStore(self.index_dir / "sources", "commits")
+            used = False
+        else:
+            store, used = hist.store, True
+        try:
+            return {
+                "commits": store.count(),
+                "last_commit": store.get_meta("last_commit"),
+                "newest_commit_date": store.newest(),
+                "ranking": used,
+            }
+        finally:
+            store.close()
 
     def stale_files(self) -> dict[str, list[str]]:
         """Files on disk that differ from the index: changed, added, removed."""

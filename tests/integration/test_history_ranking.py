@@ -52,6 +52,11 @@ def test_index_syncs_history_and_the_step_uses_it(tmp_path: Path) -> None:
     assert (root / ".ragloom" / "sources" / "commits.db").is_file()
     text = run_cli("index", str(root), "--model", "hashing", check=True).stdout
     assert "history: 4 commits" in text
+    status = json.loads(run_cli("status", "--index-dir", str(root / ".ragloom"), "--json").stdout)
+    assert status["history"]["commits"] == 4 and status["history"]["ranking"] is True
+    assert status["history"]["last_commit"] == git(root, "rev-parse", "HEAD")
+    shown = run_cli("status", "--index-dir", str(root / ".ragloom"), check=True).stdout
+    assert "history   4 commits (last " in shown
     assert _files(root, "hybrid")[0] == "app/forms.py"
     # without the step nothing tells the two files apart: forms.py does not lead
     assert _files(root, "hybrid+no-history")[0] != "app/forms.py"
@@ -69,6 +74,8 @@ def test_no_history_flag_and_plain_folders(tmp_path: Path) -> None:
     root = _repo(tmp_path / "r")
     out = run_cli("index", str(root), "--model", "hashing", "--no-history", "--json", check=True)
     assert json.loads(out.stdout)["history_commits"] is None
+    status = run_cli("status", "--index-dir", str(root / ".ragloom"), "--json", check=True)
+    assert json.loads(status.stdout)["history"] == {}
     assert not (root / ".ragloom" / "sources" / "commits.db").exists()
     plain = tmp_path / "plain"
     plain.mkdir()

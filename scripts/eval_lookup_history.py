@@ -34,7 +34,15 @@ from ragloom.eval.symbolset import build_symbol_set
 HERE = Path(__file__).resolve().parent
 REPOS = {"starlette": "starlette", "rich": "rich"}
 """Python repositories of the git evaluation -> their library package folder."""
-STRATEGIES = ("sparse", "dense", "hybrid", "hybrid+seed", "hybrid+no-history", "hybrid+changes")
+STRATEGIES = (
+    "sparse",
+    "dense",
+    "hybrid",
+    "hybrid+seed",
+    "hybrid+no-history",
+    "hybrid+lookup",
+    "hybrid+changes",
+)
 ALL = 2**40
 
 

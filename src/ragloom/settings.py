@@ -109,7 +109,7 @@ class RankingSettings(BaseModel):
 
     strategy: str = Field(
         default=DEFAULT_STRATEGY,
-        description="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed, +changes, +no-STEP",
+        description="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed, +changes, +lookup, +no-STEP",
     )
     top_k: int = Field(default=10, ge=1, le=MAX_TOP_K, description="hits returned by a search")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ragloom.api import Index
+from ragloom.retrieve.history import CHANGE_WEIGHTS
 from tests.conftest import run_cli
 from tests.sources_fixture import commit, git
 
@@ -126,24 +127,50 @@ def test_history_yields_when_both_modalities_agree_on_the_file(tmp_path: Path) -
         assert ret._agree({"bm25": [(forms[0], 1.0)], "dense": [(forms[-1], 0.9)]})
         assert not ret._agree({"bm25": [(forms[0], 1.0)], "dense": [(views[0], 0.9)]})
         assert not ret._agree({"bm25": [], "dense": [(views[0], 0.9)]})
-        # the rule is what the step consults: agreeing lists leave every hit without a bonus
+        # a confident dense answer counts as agreement when the weights ask for it
+        assert ret._agree({"bm25": [], "dense": [(views[0], 0.9)]}, 0.55)
+        assert not ret._agree({"bm25": [], "dense": [(views[0], 0.5)]}, 0.55)
+        # the rule is what the lookup weights consult: agreeing lists leave every hit as is
         q = "tighten validation for signup"
-        ret._agree = lambda lists: True  # type: ignore[method-assign]
-        assert all("history" not in (h.explain or {}) for h in idx.search(q, explain=True).hits)
-        ret._agree = lambda lists: False  # type: ignore[method-assign]
-        assert any("history" in (h.explain or {}) for h in idx.search(q, explain=True).hits)
+        ret._agree = lambda lists, confident=None: True  # type: ignore[method-assign]
+        hits = idx.search(q, strategy="hybrid+lookup", explain=True).hits
+        assert all("history" not in (h.explain or {}) for h in hits)
+        ret._agree = lambda lists, confident=None: False  # type: ignore[method-assign]
+        hits = idx.search(q, strategy="hybrid+lookup", explain=True).hits
+        assert any("history" in (h.explain or {}) for h in hits)
 
 
-def test_changes_profile_ignores_agreement_and_weighs_more(tmp_path: Path) -> None:
+def test_changes_profile_pins_on_agreement_and_weighs_more(tmp_path: Path) -> None:
     root = _repo(tmp_path / "r")
     run_cli("index", str(root), "--model", "hashing", check=True)
     q = "tighten validation for signup"
     with Index.at(root) as idx:
         ret = idx.retriever
-        ret._agree = lambda lists: True  # type: ignore[method-assign]
-        assert all("history" not in (h.explain or {}) for h in idx.search(q, explain=True).hits)
+        # agreement: the first CHANGE_WEIGHTS.pin hits keep their places, without a bonus
+        ret._agree = lambda lists, confident=None: True  # type: ignore[method-assign]
+        pinned = idx.search(q, strategy="hybrid+changes", explain=True).hits
+        plain = idx.search(q, strategy="hybrid+no-history").hits
+        n = CHANGE_WEIGHTS.pin
+        assert [h.id for h in pinned[:n]] == [h.id for h in plain[:n]]
+        assert all("history" not in (h.explain or {}) for h in pinned[:n])
+        ret._agree = lambda lists, confident=None: False  # type: ignore[method-assign]
         strong = idx.search(q, strategy="hybrid+changes", explain=True).hits
-        default_off = {h.id: h.score for h in idx.search(q, strategy="hybrid+no-history").hits}
+        weak = {h.id: h for h in idx.search(q, strategy="hybrid+lookup", explain=True).hits}
         forms = [h for h in strong if h.path == "app/forms.py"]
-        assert forms and forms[0].explain["history"] > 0  # type: ignore[operator]
-        assert forms[0].score > default_off[forms[0].id]
+        assert forms and forms[0].explain["history"] > weak[forms[0].id].explain["history"]  # type: ignore[index,operator]
+        assert strong[0].path == "app/forms.py"
+
+
+def test_default_picks_the_weights_by_what_the_question_asks(tmp_path: Path) -> None:
+    root = _repo(tmp_path / "r")
+    run_cli("index", str(root), "--model", "hashing", check=True)
+    with Index.at(root) as idx:
+        ret = idx.retriever
+        ret._agree = lambda lists, confident=None: False  # type: ignore[method-assign]
+        for q in ("tighten validation for signup", "signup validation rules"):
+            default = {
+                h.id: (h.explain or {}).get("history") for h in idx.search(q, explain=True).hits
+            }
+            profile = "changes" if q.startswith("tighten") else "lookup"
+            forced = idx.search(q, strategy=f"hybrid+{profile}", explain=True).hits
+            assert default == {h.id: (h.explain or {}).get("history") for h in forced}, q

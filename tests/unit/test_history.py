@@ -3,6 +3,8 @@ the per-file bonus, as pure functions."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,6 +20,7 @@ from ragloom.retrieve.history import (
     file_bonus,
     history_evidence,
     ranks,
+    recent_ranks,
     similar_votes,
 )
 
@@ -106,10 +109,49 @@ def test_changes_profile_is_a_strategy_modifier() -> None:
     from ragloom.retrieve.history import CHANGE_WEIGHTS, DEFAULT_WEIGHTS
     from ragloom.retrieve.search import parse_search_spec
 
-    assert parse_search_spec("hybrid").history == DEFAULT_WEIGHTS
+    assert parse_search_spec("hybrid").history is None  # picked per question
+    assert parse_search_spec("hybrid+lookup").history == DEFAULT_WEIGHTS
     spec = parse_search_spec("hybrid+changes")
     assert spec.history == CHANGE_WEIGHTS and not spec.history.yields_to_agreement
     assert spec.ranking("history") and spec.name == "hybrid+changes"
     assert parse_search_spec("hybrid+changes+no-history").ranking("history") is False
     with pytest.raises(ConfigError, match=r"\+changes"):
         parse_search_spec("hybrid+chnages")
+
+
+def test_recent_ranks_follow_the_newest_change_first() -> None:
+    newest_first = [["b.py", "a.py"], ["a.py", "c.py"], [f"s{i}" for i in range(40)], ["d.py"]]
+    live = {"a.py", "b.py", "c.py", "d.py", "s1"}
+    # sweeps take no rank; a file keeps the rank of its newest change; dead paths take none
+    assert recent_ranks(newest_first, live) == {"b.py": 1, "a.py": 2, "c.py": 3, "d.py": 4}
+    assert recent_ranks([], live) == {}
+
+
+def test_recency_adds_its_own_rrf_term_only_when_weighted() -> None:
+    ev = HistoryEvidence({}, {}, {"a.py": 1})
+    assert not ev.empty
+    assert file_bonus("a.py", ev) == 0.0
+    assert file_bonus("a.py", ev, 0.5, recent_weight=0.75, recent_k=5.0) == pytest.approx(
+        0.5 * 0.75 / 6.0
+    )
+    assert history_evidence([], {"a.py"}, {}, {"a.py": 1}).recent == {"a.py": 1}
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 50), st.floats(0, 10)), max_size=30, unique_by=lambda t: t[0]
+    ),
+    st.lists(st.integers(1, 50), max_size=5, unique=True),
+)
+def test_pinned_hits_lead_in_their_order_and_scores_never_rise_down_the_list(
+    ranked: list[tuple[int, float]], first: list[int]
+) -> None:
+    from ragloom.retrieve.search import _pin_first
+
+    ranked = sorted(ranked, key=lambda it: -it[1])
+    out = _pin_first(ranked, first)
+    present = [r for r in first if r in dict(ranked)]
+    assert [r for r, _ in out[: len(present)]] == present
+    assert sorted(r for r, _ in out) == sorted(r for r, _ in ranked)
+    scores = [s for _, s in out]
+    assert all(a >= b for a, b in itertools.pairwise(scores))

@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragloom.retrieve.roles import FILE_ROLES, file_role, is_declaration, query_intent
+from ragloom.retrieve.roles import (
+    FILE_ROLES,
+    change_request,
+    file_role,
+    is_declaration,
+    query_intent,
+)
 
 
 @pytest.mark.parametrize(
@@ -115,3 +121,24 @@ def test_query_intent(query: str, roles: set[str]) -> None:
 @given(st.text(max_size=80))
 def test_query_intent_roles_known(query: str) -> None:
     assert query_intent(query) <= set(FILE_ROLES) - {"implementation"}
+
+
+@pytest.mark.parametrize(
+    ("query", "change"),
+    [
+        ("Fix crash when the header is empty", True),
+        ("Add support for tuples as positional arguments in rich repr", True),
+        ("middleware: new SetHeader handler to set response header key/value", True),
+        ("fix(router): keep the trailing slash", True),
+        ("Secret: add a __bool__ implementation", True),
+        ("ContentCharset should skip requests without a body", True),
+        ("Where is the retry policy configured?", False),
+        ("How does the router match wildcard routes", False),
+        ("Get the current time, in seconds", False),
+        ("float: Get the current time, in seconds", False),
+        ("Return the width of a string in terminal cells", False),
+        ("", False),
+    ],
+)
+def test_change_request(query: str, change: bool) -> None:
+    assert change_request(query) is change

@@ -60,7 +60,8 @@ def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
     default="hybrid",
     show_default=True,
     help="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed (seed RRF defaults), "
-    "+changes (history weighed for change requests) or +no-STEP (STEP: expand, synonyms, "
+    "+changes / +lookup (history weighed as for a change request / a lookup, whatever the "
+    "question) or +no-STEP (STEP: expand, synonyms, "
     "entities, exact, decompose, language, roles, decl, filerank, history) "
     "[config: ranking.strategy].",
 )

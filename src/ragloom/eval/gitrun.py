@@ -250,6 +250,9 @@ class HistoryAsOf:
     def changes(self) -> Iterable[Sequence[str]]:
         return self.base.store.path_lists(self._until())
 
+    def recent(self, n: int) -> list[Sequence[str]]:
+        return list(self.base.store.recent_path_lists(n, self._until()))
+
     def version(self) -> str:
         return f"{self.base.version()}@{self.before}"
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 __all__ = [
@@ -39,7 +39,10 @@ __all__ = [
     "DEFAULT_WEIGHTS",
     "HISTORY_PROFILES",
     "HISTORY_RRF_K",
+    "LOOKUP_WEIGHTS",
     "MAX_FILES_PER_CHANGE",
+    "RECENT_COMMITS",
+    "RECENT_RRF_K",
     "SIMILAR_COMMITS",
     "SIMILAR_WEIGHT",
     "ChangeHistory",
@@ -51,6 +54,7 @@ __all__ = [
     "file_bonus",
     "history_evidence",
     "ranks",
+    "recent_ranks",
     "similar_votes",
 ]
 
@@ -77,12 +81,19 @@ CO_CHANGE_TOP = 3
 R@10 0.873 / MRR@10 0.712, 3 -> 0.874 / 0.718, 5 -> 0.871 / 0.718)."""
 CO_CHANGE_MIN = 2
 """Commits two files must share to count as co-changed (one shared commit is chance)."""
+RECENT_COMMITS = 20
+"""Newest commits whose files make the recency ranking (a change request is very often the
+next step of the work the last commits did). Issue-11 tune split, ``changes`` weights: 5 ->
+R@10 0.881, 10 -> 0.882, 20 -> 0.885, 40 -> 0.884."""
+RECENT_RRF_K = 5.0
+"""RRF constant of the recency ranking: steeper than the others, the newest commits count most
+(tune, ``changes`` weights, depth 300: k=5 -> R@10 0.898, k=10 -> 0.893)."""
 
 
 @dataclass(frozen=True, slots=True)
 class HistoryWeights:
-    """The weights of the three file rankings, and whether the step yields when BM25 and dense
-    agree on the best file."""
+    """The weights of the file rankings, and what the step does when BM25 and dense agree on
+    the best file."""
 
     similar: float = SIMILAR_WEIGHT
     churn: float = CHURN_WEIGHT
@@ -94,20 +105,48 @@ class HistoryWeights:
     starlette with their whole history, file / symbol MRR@10): without the rule git 0.843 /
     0.689, lookup 0.846 / 0.635; with it git 0.836 / 0.685, lookup 0.864 / 0.645 (no history:
     lookup 0.860 / 0.638)."""
+    recent: float = 0.0
+    """RRF weight of the recency ranking: the files of the :data:`RECENT_COMMITS` newest
+    commits, newest first (0 = off)."""
+    pin: int = 0
+    """When the step does not yield to agreement: the first ``pin`` hits of the fused list keep
+    their places when BM25 and dense agree on the best file (or dense is confident, see
+    :attr:`pin_confidence`), and the history reorders the rest (0 = never pinned)."""
+    pin_confidence: float | None = None
+    """Dense top-1 score at or above which the first hits are pinned as under agreement (a
+    cosine of the default model; None = agreement only)."""
+    best_chunk_only: bool = False
+    """The bonus goes to each file's best chunk only, so one often-changed file cannot fill
+    the top hits with its chunks (the file order is the same either way)."""
 
 
 DEFAULT_WEIGHTS = HistoryWeights()
-"""The default ``hybrid``: chosen on change requests and lookups together (docs/ranking.md)."""
-CHANGE_WEIGHTS = HistoryWeights(similar=1.0, churn=0.5, co_change=0.5, yields_to_agreement=False)
-"""``hybrid+changes``: chosen on change requests alone (git tune split R@10 0.874 against 0.855
-for the default; held-back 0.897 / 0.720 R@10 / MRR@10 against 0.876 / 0.722). It costs
-lookups up to 0.12 file MRR@10, so it is for callers whose questions are changes to make
-(issue titles, bug reports, task descriptions)."""
+"""Weights for questions that ask where or what code is (lookups): chosen on change requests
+and lookups together (docs/ranking.md). ``+lookup`` forces them for every question."""
+LOOKUP_WEIGHTS = DEFAULT_WEIGHTS
+CHANGE_WEIGHTS = HistoryWeights(
+    similar=1.0,
+    churn=0.5,
+    co_change=1.0,
+    yields_to_agreement=False,
+    recent=0.75,
+    pin=3,
+    pin_confidence=0.55,
+    best_chunk_only=True,
+)
+"""Weights for questions that ask for a change (``ragloom.retrieve.roles.change_request``:
+"Fix ...", "Add support for ...", "router: ..."); ``+changes`` forces them for every
+question. Chosen on the issue-11 tune splits (docs/ranking.md "Change history"): git R@10 /
+MRR@10 0.892 / 0.712 against 0.856 / 0.698 with :data:`DEFAULT_WEIGHTS` for every question,
+lookups file / symbol MRR@10 0.865 / 0.635 against 0.867 / 0.643. The first ``changes``
+profile (similar 1.0, churn 0.5, co-change 0.5, no pin, no recency, every chunk) stays one
+setting away as ``HistoryWeights(1.0, 0.5, 0.5, False)``."""
 HISTORY_PROFILES: dict[str, HistoryWeights] = {
-    "default": DEFAULT_WEIGHTS,
+    "lookup": LOOKUP_WEIGHTS,
     "changes": CHANGE_WEIGHTS,
 }
-"""Profile name (``+changes`` picks ``changes``) -> weights."""
+"""Profile name (``+changes`` picks ``changes``, ``+lookup`` picks ``lookup``) -> weights. Without
+one, each question picks by what it asks (``change_request``)."""
 HISTORY_RRF_K = 10.0
 """RRF constant of both file rankings: the fused list's own (k=30 lost 0.02 R@10 in the first
 file-level simulation on tune)."""
@@ -130,6 +169,10 @@ class ChangeHistory(Protocol):
 
     def version(self) -> str:
         """Changes whenever the history does (the change counts are cached by it)."""
+        ...
+
+    def recent(self, n: int) -> list[Sequence[str]]:
+        """The paths of the ``n`` newest changes, newest first."""
         ...
 
 
@@ -165,10 +208,12 @@ class HistoryEvidence:
     """Path -> rank among the files the similar changes voted for."""
     churn: dict[str, int]
     """Path -> rank by change count."""
+    recent: dict[str, int] = field(default_factory=dict)
+    """Path -> rank by the newest change that touched it (:func:`recent_ranks`)."""
 
     @property
     def empty(self) -> bool:
-        return not self.similar and not self.churn
+        return not self.similar and not self.churn and not self.recent
 
 
 def file_bonus(
@@ -179,8 +224,10 @@ def file_bonus(
     similar_weight: float = SIMILAR_WEIGHT,
     churn_weight: float = CHURN_WEIGHT,
     k: float = HISTORY_RRF_K,
+    recent_weight: float = 0.0,
+    recent_k: float = RECENT_RRF_K,
 ) -> float:
-    """What every chunk of ``path`` gains: the RRF terms of its two ranks, times ``prior``."""
+    """What the chunks of ``path`` gain: the RRF terms of its ranks, times ``prior``."""
     bonus = 0.0
     r = evidence.similar.get(path)
     if r is not None:
@@ -188,6 +235,9 @@ def file_bonus(
     r = evidence.churn.get(path)
     if r is not None:
         bonus += churn_weight / (k + r)
+    r = evidence.recent.get(path) if recent_weight else None
+    if r is not None:
+        bonus += recent_weight / (recent_k + r)
     return bonus * prior
 
 
@@ -246,13 +296,35 @@ def churn_ranks(table: CoChange) -> dict[str, int]:
     return ranks({p: float(c) for p, c in table.counts.items()})
 
 
+def recent_ranks(
+    newest_first: Iterable[Sequence[str]],
+    live: Container[str],
+    max_files: int = MAX_FILES_PER_CHANGE,
+) -> dict[str, int]:
+    """Rank of each live path by the newest change that touched it (1 = a file of the newest
+    change; the files of one change take consecutive ranks in their listed order). Sweeps of
+    more than ``max_files`` files take no rank."""
+    out: dict[str, int] = {}
+    for paths in newest_first:
+        unique = list(dict.fromkeys(paths))
+        if not unique or len(unique) > max_files:
+            continue
+        for p in unique:
+            if p in live and p not in out:
+                out[p] = len(out) + 1
+    return out
+
+
 def history_evidence(
     similar: Iterable[tuple[float, Sequence[str]]],
     live: Container[str],
     churn: dict[str, int],
+    recent: dict[str, int] | None = None,
 ) -> HistoryEvidence:
-    """Both rankings of one question from its similar changes and the churn ranks; ``live``
-    holds the paths that can still be answered (the files of the code index): a file since
-    deleted or renamed takes no rank."""
+    """The rankings of one question from its similar changes, the churn ranks and the recency
+    ranks; ``live`` holds the paths that can still be answered (the files of the code index):
+    a file since deleted or renamed takes no rank."""
     votes = similar_votes(similar)
-    return HistoryEvidence(ranks({p: v for p, v in votes.items() if p in live}), churn)
+    return HistoryEvidence(
+        ranks({p: v for p, v in votes.items() if p in live}), churn, dict(recent or {})
+    )

@@ -5,7 +5,7 @@ answered by the implementation; tests, docs, examples, build files and type decl
 mention the same words crowd it out (docs/evaluation.md, "Real agent questions"). This module
 classifies a chunk's file by its path alone (:func:`file_role`), tells whether a chunk is a
 signature without a body (:func:`is_declaration`), and reads from a question which roles it asks
-for (:func:`query_intent`). All functions are pure and deterministic; the retriever
+for (:func:`query_intent`) and whether it asks for a change (:func:`change_request`). All functions are pure and deterministic; the retriever
 (``ragloom.retrieve.search``) turns them into multiplicative demotions.
 """
 
@@ -19,6 +19,7 @@ from typing import Literal, get_args
 __all__ = [
     "FILE_ROLES",
     "FileRole",
+    "change_request",
     "file_role",
     "is_declaration",
     "query_intent",
@@ -285,3 +286,154 @@ def query_intent(query: str) -> frozenset[FileRole]:
     words = {w.lower() for w in _WORD_RE.findall(query)}
     words |= {w.split(".", 1)[0] for w in words if "." in w}
     return frozenset(role for role, vocab in _INTENT_WORDS.items() if words & vocab)
+
+
+_CHANGE_VERBS = frozenset(
+    [
+        "add",
+        "adds",
+        "added",
+        "adding",
+        "fix",
+        "fixes",
+        "fixed",
+        "fixing",
+        "bugfix",
+        "hotfix",
+        "remove",
+        "removes",
+        "removed",
+        "removing",
+        "update",
+        "updates",
+        "updated",
+        "updating",
+        "use",
+        "make",
+        "allow",
+        "allows",
+        "allowed",
+        "support",
+        "supports",
+        "supported",
+        "replace",
+        "replaced",
+        "replacing",
+        "rename",
+        "renamed",
+        "renaming",
+        "move",
+        "moved",
+        "moving",
+        "change",
+        "changed",
+        "changing",
+        "avoid",
+        "avoids",
+        "don't",
+        "dont",
+        "implement",
+        "implements",
+        "implemented",
+        "improve",
+        "improves",
+        "improved",
+        "improving",
+        "refactor",
+        "refactored",
+        "refactoring",
+        "handle",
+        "handles",
+        "handled",
+        "deprecate",
+        "deprecated",
+        "bump",
+        "bumped",
+        "drop",
+        "dropped",
+        "stop",
+        "stopped",
+        "prevent",
+        "prevented",
+        "ensure",
+        "introduce",
+        "introduced",
+        "cleanup",
+        "clean",
+        "simplify",
+        "simplified",
+        "optimize",
+        "optimized",
+        "correct",
+        "corrected",
+        "revert",
+        "reverted",
+        "restore",
+        "restored",
+        "tweak",
+        "tweaked",
+        "enable",
+        "enabled",
+        "disable",
+        "disabled",
+        "expose",
+        "exposed",
+        "preserve",
+        "respect",
+        "tighten",
+        "relax",
+        "migrate",
+        "upgrade",
+        "upgraded",
+        "downgrade",
+    ]
+)
+"""First words of a change request (the imperative and past forms commit subjects and task
+titles open with). Ambiguous on purpose: "Remove the converter from the path" is a docstring
+and a change request alike, and asked of an agent it is the change."""
+_SCOPE_RE = re.compile(r"^([A-Za-z][\w./@-]*)(?:\([\w./@-]+\))?!?:\s+")
+"""A conventional-commit or Go-style scope (``fix(router): ``, ``middleware: ``)."""
+_TYPE_PREFIXES = frozenset(
+    [
+        "bool",
+        "int",
+        "float",
+        "str",
+        "bytes",
+        "list",
+        "dict",
+        "tuple",
+        "set",
+        "none",
+        "any",
+        "optional",
+        "callable",
+        "iterable",
+    ]
+)
+"""A docstring's return-type prefix (``float: Get the time``) is not a scope."""
+_CHANGE_WORDS_RE = re.compile(
+    r"\b(?:fix(?:es|ed|ing)?|bug|typo|crash(?:es)?|regression|instead of|no longer|should)\b",
+    re.IGNORECASE,
+)
+"""Words that make a question a change request wherever they stand."""
+
+
+@lru_cache(maxsize=4096)
+def change_request(query: str) -> bool:
+    """True when ``query`` reads as a change to make rather than a question about where or what
+    code is: it opens with a lower-case ``scope:`` prefix, or (after any prefix) with a change verb ("Fix ...",
+    "Add support for ...", "router: remove ..."), or names a bug ("... crashes on ...", "...
+    should ..."). The history step weighs past changes more for these (``ragloom.retrieve.
+    history.CHANGE_WEIGHTS``). Issue-11 data: 73% of the git questions (commit subjects), 14% of
+    the lookup questions (docstring first sentences such as "Move the cursor up a cell")."""
+    text = query.strip()
+    scope = _SCOPE_RE.match(text)
+    if scope is not None:
+        name = scope.group(1)
+        if name[:1].islower() and name.split(".")[0].lower() not in _TYPE_PREFIXES:
+            return True  # "middleware: new SetHeader handler", "fix(router): ..."
+        text = text[scope.end() :]
+    words = text.split()
+    first = words[0].lower().rstrip(":,.!") if words else ""
+    return first in _CHANGE_VERBS or bool(_CHANGE_WORDS_RE.search(query))

@@ -63,10 +63,12 @@ from ragloom.retrieve.fusion import (
     rrf_fuse_with,
 )
 from ragloom.retrieve.history import (
+    CHANGE_WEIGHTS,
     CO_CHANGE_TOP,
     DEFAULT_WEIGHTS,
     HISTORY_PROFILES,
     HISTORY_RRF_K,
+    RECENT_COMMITS,
     SIMILAR_COMMITS,
     ChangeHistory,
     CoChange,
@@ -76,6 +78,7 @@ from ragloom.retrieve.history import (
     co_change_ranks,
     file_bonus,
     history_evidence,
+    recent_ranks,
 )
 from ragloom.retrieve.query import (
     InMemorySymbolTable,
@@ -85,7 +88,13 @@ from ragloom.retrieve.query import (
     process_query,
     query_style,
 )
-from ragloom.retrieve.roles import FileRole, file_role, is_declaration, query_intent
+from ragloom.retrieve.roles import (
+    FileRole,
+    change_request,
+    file_role,
+    is_declaration,
+    query_intent,
+)
 from ragloom.telemetry import Telemetry, get_telemetry
 from ragloom.types import Hit
 
@@ -128,11 +137,12 @@ HYBRID_CANDIDATES_MIN = 100
 ploke section 1), so MMR always sees a full pool. 100 since issue 11: the role prior and file
 evidence promote hits from further down (tune split, starlette+chi+axios, file MRR@10 0.700 ->
 0.712, R@10 0.837 -> 0.847 against 50)."""
-HISTORY_CANDIDATES_MIN = 150
+HISTORY_CANDIDATES_MIN = 300
 """Depth of each modality's list when a change history takes part (the ``history`` step): its
 evidence lifts files from further down. Issue-11 tune split, history as of each question,
-file R@10 / MRR@10: depth 100 -> 0.853 / 0.703, 150 -> 0.862 / 0.706. Indexes without history
-keep :data:`HYBRID_CANDIDATES_MIN` (and its latency)."""
+file R@10 / MRR@10: depth 100 -> 0.853 / 0.703, 150 -> 0.862 / 0.706 (first weights); with
+the change-request weights 150 -> 0.885 / 0.723, 300 -> 0.893 / 0.724, 1000 -> 0.895 / 0.724.
+Indexes without history keep :data:`HYBRID_CANDIDATES_MIN` (and its latency)."""
 LANGUAGE_BOOST_RRF_RANKS = 1.0
 """A hit in the language the question names gains ``w / (k + 1)`` per unit, i.e. as much as one
 extra first place in one modality (ragloom's choice: strong enough to lift a same-language hit
@@ -206,8 +216,9 @@ class SearchSpec:
     tuned: bool = True
     ranking_off: frozenset[str] = frozenset()
     """Ranking steps (:data:`RANKING_STEPS`) turned off by ``+no-NAME``."""
-    history: HistoryWeights = DEFAULT_WEIGHTS
-    """Weights of the history step (``+changes``: ``ragloom.retrieve.history.CHANGE_WEIGHTS``)."""
+    history: HistoryWeights | None = None
+    """Weights of the history step: None picks them per question (``CHANGE_WEIGHTS`` for a
+    change request, ``DEFAULT_WEIGHTS`` otherwise); ``+changes`` and ``+lookup`` force one."""
 
     def ranking(self, step: str) -> bool:
         """True when the tuned ranking step ``step`` runs."""
@@ -223,16 +234,16 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
     if base not in STRATEGIES:
         raise ConfigError(
             f"unknown strategy {spec!r}; choose from {', '.join(STRATEGIES)} "
-            f"(optionally +raw, +seed, +changes or +no-STEP, STEP in "
+            f"(optionally +raw, +seed, +changes, +lookup or +no-STEP, STEP in "
             f"{', '.join([*QUERY_STEP_FLAGS, *RANKING_STEPS])})"
         )
     strategy = parse_strategy(base)
     qc = QueryConfig()
     tuned = True
     off: set[str] = set()
-    history = DEFAULT_WEIGHTS
+    history: HistoryWeights | None = None
     for mod in parts[1:]:
-        if mod in HISTORY_PROFILES and mod != "default":
+        if mod in HISTORY_PROFILES:
             history = HISTORY_PROFILES[mod]
         elif mod == "raw":
             qc = QueryConfig(**{v: False for v in QUERY_STEP_FLAGS.values()})
@@ -244,7 +255,7 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
             off.add(mod[3:])
         else:
             raise ConfigError(
-                f"unknown strategy modifier {mod!r} in {spec!r}; use +raw, +seed, +changes or +no-STEP "
+                f"unknown strategy modifier {mod!r} in {spec!r}; use +raw, +seed, +changes, +lookup or +no-STEP "
                 f"with STEP in {', '.join([*QUERY_STEP_FLAGS, *RANKING_STEPS])}"
             )
     return SearchSpec(strategy, qc, "+".join(parts), tuned, frozenset(off), history)
@@ -376,7 +387,9 @@ class Retriever:
         self._symbols: tuple[int, InMemorySymbolTable] | None = None
         self._info: tuple[int, dict[int, tuple[str, FileRole, bool]]] | None = None
         self._count: tuple[int, int] | None = None
-        self._churn: tuple[tuple[int, str], frozenset[str], dict[str, int], CoChange] | None = None
+        self._churn: (
+            tuple[tuple[int, str], frozenset[str], dict[str, int], CoChange, dict[str, int]] | None
+        ) = None
         """((generation, history version), indexed paths, churn ranks, co-change tables)."""
         self._view: tuple[int, GenerationView] | None = None
         """(store data_version, view) of the last pin."""
@@ -666,7 +679,7 @@ class Retriever:
         explain: bool,
         view: GenerationView,
         steps: frozenset[str] = frozenset(),
-        weights: HistoryWeights = DEFAULT_WEIGHTS,
+        weights: HistoryWeights | None = None,
     ) -> SearchResult:
         result = SearchResult(hits=[], strategy=name, generation=view.generation)
         t0 = time.perf_counter()
@@ -806,11 +819,13 @@ class Retriever:
                 cache[r] = (row.path, file_role(row.path), decl)
         return {r: cache[r] for r in rowids if r in cache}
 
-    def _history_evidence(self, query: str) -> tuple[HistoryEvidence, CoChange] | None:
-        """The history's file rankings for ``query`` and its co-change tables (None without a
-        history or when it fails: ranking goes on without it). The churn ranks, the co-change
-        tables and the indexed paths are computed once per index generation and history
-        version."""
+    def _history_evidence(
+        self, query: str, recent: bool = False
+    ) -> tuple[HistoryEvidence, CoChange] | None:
+        """The history's file rankings for ``query`` (with the recency ranking when ``recent``)
+        and its co-change tables (None without a history or when it fails: ranking goes on
+        without it). The churn ranks, the co-change tables, the recency ranks and the indexed
+        paths are computed once per index generation and history version."""
         hist = self.history
         if hist is None:
             return None
@@ -820,19 +835,28 @@ class Retriever:
             if cached is None or cached[0] != key:
                 live = frozenset(self.store.files())
                 table = CoChange.of(hist.changes(), live)
-                churn = churn_ranks(table)
-                cached = (key, live, churn, table)
+                newest = getattr(hist, "recent", None)
+                rec = recent_ranks(newest(RECENT_COMMITS), live) if callable(newest) else {}
+                cached = (key, live, churn_ranks(table), table, rec)
                 self._churn = cached
             similar = hist.similar(query, SIMILAR_COMMITS)
-            return history_evidence(similar, cached[1], cached[2]), cached[3]
+            evidence = history_evidence(
+                similar, cached[1], cached[2], cached[4] if recent else None
+            )
+            return evidence, cached[3]
         except Exception as exc:  # evidence, never a reason to fail a search
             log.warning("change history unavailable for this query: %s", exc)
             return None
 
-    def _agree(self, lists: dict[str, list[tuple[int, float]]] | None) -> bool:
-        """True when BM25's and dense's best hits are in the same file."""
+    def _agree(
+        self, lists: dict[str, list[tuple[int, float]]] | None, confident: float | None = None
+    ) -> bool:
+        """True when BM25's and dense's best hits are in the same file, or when dense's best
+        score is at least ``confident``."""
         bm25 = (lists or {}).get("bm25") or []
         dense = (lists or {}).get("dense") or []
+        if confident is not None and dense and dense[0][1] >= confident:
+            return True
         if not bm25 or not dense:
             return False
         info = self.chunk_info([bm25[0][0], dense[0][0]])
@@ -849,24 +873,32 @@ class Retriever:
         notes: dict[int, dict[str, float]],
         weights: HistoryWeights = DEFAULT_WEIGHTS,
     ) -> list[tuple[int, float]]:
-        """Add each chunk's file bonus (``ragloom.retrieve.history``): similar changes and churn
-        first, then the co-change of the :data:`CO_CHANGE_TOP` best files after that."""
+        """Add each file's bonus (``ragloom.retrieve.history``) to its chunks (to its best one
+        only with ``weights.best_chunk_only``): similar changes, churn and recency first, then
+        the co-change of the :data:`CO_CHANGE_TOP` best files after that."""
 
         def prior(role: FileRole) -> float:
             return ROLE_PRIOR[role] if role not in intent else 1.0
 
         bonus: dict[str, float] = {}
-        for r, _ in out:
+        gains: set[int] = set()
+        for r, _ in sorted(out, key=lambda it: (-it[1], it[0])):
             meta = info.get(r)
-            if meta is not None and meta[0] not in bonus:
+            if meta is None:
+                continue
+            if meta[0] not in bonus:
+                gains.add(r)
                 bonus[meta[0]] = file_bonus(
                     meta[0],
                     evidence,
                     prior(meta[1]),
                     similar_weight=weights.similar,
                     churn_weight=weights.churn,
+                    recent_weight=weights.recent,
                 )
-        scored = [(r, s + bonus.get(info[r][0], 0.0) if r in info else s) for r, s in out]
+            elif not weights.best_chunk_only:
+                gains.add(r)
+        scored = [(r, s + bonus.get(info[r][0], 0.0) if r in gains else s) for r, s in out]
         top: list[str] = []
         for r, _ in sorted(scored, key=lambda it: (-it[1], it[0])):
             path = info[r][0] if r in info else None
@@ -878,7 +910,7 @@ class Retriever:
         result: list[tuple[int, float]] = []
         for r, s in scored:
             meta = info.get(r)
-            if meta is not None:
+            if meta is not None and r in gains:
                 rank = co.get(meta[0])
                 if rank is not None:
                     extra = weights.co_change / (HISTORY_RRF_K + rank) * prior(meta[1])
@@ -896,12 +928,14 @@ class Retriever:
         steps: frozenset[str],
         notes: dict[int, dict[str, float]],
         lists: dict[str, list[tuple[int, float]]] | None = None,
-        weights: HistoryWeights = DEFAULT_WEIGHTS,
+        weights: HistoryWeights | None = None,
     ) -> list[tuple[int, float]]:
         """The tuned ranking priors on the fused list: role and declaration demotions
-        (unless the question asks for that role), the change history (unless BM25 and dense
-        agree on the best file: ``lists`` are their ranked lists), then file evidence;
-        re-sorted."""
+        (unless the question asks for that role), the change history, then file evidence;
+        re-sorted. The history's weights are ``weights``, or picked by the question
+        (:func:`~ragloom.retrieve.roles.change_request`); when BM25 and dense agree on the best
+        file (``lists`` are their ranked lists) the step yields or pins the first hits, as the
+        weights say."""
         info = self.chunk_info([r for r, _ in ranked])
         intent = query_intent(query)
         out: list[tuple[int, float]] = []
@@ -919,20 +953,29 @@ class Retriever:
             if f != 1.0:
                 notes.setdefault(r, {})["prior"] = f
             out.append((r, s * f))
-        found = None
-        if (
-            "history" in steps
-            and self.history is not None
-            and not (weights.yields_to_agreement and self._agree(lists))
-        ):
-            found = self._history_evidence(query)
-        if found is not None and not found[0].empty:
-            out = self._history_bonus(out, info, intent, found[0], found[1], notes, weights)
+        pinned: list[int] = []
+        if "history" in steps and self.history is not None:
+            if weights is None:
+                weights = CHANGE_WEIGHTS if change_request(query) else DEFAULT_WEIGHTS
+            agree = self._agree(lists, weights.pin_confidence)
+            if not (agree and weights.yields_to_agreement):
+                head: list[tuple[int, float]] = []
+                if agree and weights.pin:
+                    # the pinned hits neither gain nor pick the files co-change ranks by
+                    out.sort(key=lambda it: (-it[1], it[0]))
+                    head, out = out[: weights.pin], out[weights.pin :]
+                    pinned = [r for r, _ in head]
+                found = self._history_evidence(query, recent=weights.recent > 0)
+                if found is not None and not found[0].empty:
+                    out = self._history_bonus(out, info, intent, found[0], found[1], notes, weights)
+                out = head + out
         if "filerank" in steps:
             paths = {r: m[0] for r, m in info.items()}
             out = file_evidence(out, paths, FILE_EVIDENCE, FILE_EVIDENCE_DECAY, FILE_EVIDENCE_TOP)
         else:
             out.sort(key=lambda it: (-it[1], it[0]))
+        if pinned:
+            out = _pin_first(out, pinned)
         return out
 
     def _fuse(
@@ -1144,6 +1187,21 @@ def _needs_text(row: ChunkRow) -> bool:
     if row.language == "python":
         return row.kind == "class" or row.kind == "method"
     return row.language in ("typescript", "tsx") and row.kind in ("class", "method", "module")
+
+
+def _pin_first(ranked: list[tuple[int, float]], first: list[int]) -> list[tuple[int, float]]:
+    """``ranked`` with the rows of ``first`` moved to the front in that order, every score at
+    least the one after it (so later re-sorts keep the order)."""
+    keep = set(first)
+    rest = [(r, s) for r, s in ranked if r not in keep]
+    score = dict(ranked)
+    floor = rest[0][1] if rest else 0.0
+    head: list[tuple[int, float]] = []
+    for r in reversed(first):
+        if r in score:
+            floor = max(score[r], floor)
+            head.append((r, floor))
+    return head[::-1] + rest
 
 
 def _has_part_of(rows: dict[int, ChunkRow], heads: set[str]) -> bool:

@@ -427,7 +427,7 @@ def _request_models(limits: _Limits) -> dict[str, type[BaseModel]]:
         default=None,
         min_length=1,
         max_length=200,
-        description="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed, +changes or +no-STEP "
+        description="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed, +changes, +lookup or +no-STEP "
         "[server default: settings.ranking.strategy].",
         examples=["hybrid"],
     )

@@ -69,6 +69,9 @@ class CommitHistory:
     def changes(self) -> Iterable[Sequence[str]]:
         return [_under(paths, self.prefix) for paths in self._store.path_lists()]
 
+    def recent(self, n: int) -> list[Sequence[str]]:
+        return [_under(paths, self.prefix) for paths in self._store.recent_path_lists(n)]
+
     def version(self) -> str:
         last = self._store.get_meta("last_commit") or ""
         return f"{last}:{self._store.count()}"

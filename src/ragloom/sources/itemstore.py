@@ -197,6 +197,21 @@ class ItemStore:
                 ).fetchall()
         return [list(json.loads(raw)) for (raw,) in rows]
 
+    def recent_path_lists(self, n: int, until: float | None = None) -> list[list[str]]:
+        """The paths of the ``n`` newest items (dated at most ``until`` when given), newest
+        first (ties by rowid, the order they were stored in)."""
+        with self._lock:
+            if until is None:
+                rows = self._db.execute(
+                    "SELECT paths FROM items ORDER BY date DESC, rowid LIMIT ?", (n,)
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT paths FROM items WHERE date <= ? ORDER BY date DESC, rowid LIMIT ?",
+                    (until, n),
+                ).fetchall()
+        return [list(json.loads(raw)) for (raw,) in rows]
+
     def search(
         self, text: str, top_k: int, flt: SourceFilter | None = None, *, source: str = ""
     ) -> list[SourceHit]:

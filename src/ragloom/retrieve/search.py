@@ -390,7 +390,8 @@ class Retriever:
         self._churn: (
             tuple[tuple[int, str], frozenset[str], dict[str, int], CoChange, dict[str, int]] | None
         ) = None
-        """((generation, history version), indexed paths, churn ranks, co-change tables)."""
+        """((generation, history version), indexed paths, churn ranks, co-change tables, recency
+        ranks)."""
         self._view: tuple[int, GenerationView] | None = None
         """(store data_version, view) of the last pin."""
         self._pool: ThreadPoolExecutor | None = None
@@ -835,6 +836,7 @@ class Retriever:
             if cached is None or cached[0] != key:
                 live = frozenset(self.store.files())
                 table = CoChange.of(hist.changes(), live)
+                # a ChangeHistory written before ``recent`` joined the protocol ranks without it
                 newest = getattr(hist, "recent", None)
                 rec = recent_ranks(newest(RECENT_COMMITS), live) if callable(newest) else {}
                 cached = (key, live, churn_ranks(table), table, rec)

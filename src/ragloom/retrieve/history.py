@@ -326,5 +326,7 @@ def history_evidence(
     a file since deleted or renamed takes no rank."""
     votes = similar_votes(similar)
     return HistoryEvidence(
-        ranks({p: v for p, v in votes.items() if p in live}), churn, dict(recent or {})
+        ranks({p: v for p, v in votes.items() if p in live}),
+        churn,
+        recent if recent is not None else {},
     )

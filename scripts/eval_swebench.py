@@ -1,0 +1,207 @@
+"""SWE-bench issue localisation (docs/evaluation.md, "SWE-bench localisation").
+
+    python scripts/eval_swebench.py build --data swebench_verified.jsonl --reserved swebench_lite.jsonl
+    python scripts/eval_swebench.py run [--repo sympy/sympy] [--strategy hybrid ...]
+    python scripts/eval_swebench.py report --split test --markdown eval-out/swebench/test.md
+
+``make eval-swebench`` runs all three on the mirrors under ``MIRROR`` (default /work/.mirror),
+taking the data from the ``ITMO-NSS-team/chronorepo_icdm26`` mirror at the pinned commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ragloom.eval.swebench import (
+    BUDGETS,
+    EmbeddingCache,
+    build_questions,
+    dump_questions,
+    load_instances,
+    load_questions,
+    reserved_ids,
+    run_repo,
+    summarize,
+)
+
+DATA_REPO = "ITMO-NSS-team/chronorepo_icdm26"
+DATA_COMMIT = "ff6efadabca2f2930ffae9001c7e42f073413c12"
+DEFAULT_STRATEGIES = ("sparse", "dense", "hybrid+seed", "hybrid")
+"""``hybrid+no-issue`` is the previous default (no issue-text step)."""
+METRICS = (
+    "file_acc@1",
+    "file_acc@3",
+    "file_acc@5",
+    "file_acc@10",
+    "file_mrr@10",
+    "fn_acc@5",
+    "fn_acc@10",
+    *(f"ctx@{b // 1000}k" for b in BUDGETS),
+)
+
+
+def _data_file(mirror_root: Path, name: str, out: Path) -> Path:
+    """``data/<name>`` of the pinned data commit, copied out of its mirror."""
+    git_dir = mirror_root / DATA_REPO.replace("/", "+") / "repo"
+    text = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "show", f"{DATA_COMMIT}:data/{name}"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(text)
+    return out
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    data = args.data or _data_file(args.mirror_root, "swebench_verified.jsonl", out / "data.jsonl")
+    lite = args.reserved or _data_file(
+        args.mirror_root, "swebench_lite.jsonl", out / "reserved.jsonl"
+    )
+    reserved = reserved_ids(lite)
+    if args.reserved is None:
+        # only the ids are kept: the reserved instances' texts never stay on disk
+        lite.write_text("".join(f"{i}\n" for i in sorted(reserved)), encoding="utf-8")
+    skipped: list[str] = []
+    instances = load_instances(data)
+    if args.data is None:
+        data.unlink()  # the copy holds the reserved instances' texts too: keep none of it
+    qs = build_questions(
+        instances,
+        args.mirror_root,
+        reserved,
+        on_missing=lambda i, why: skipped.append(f"{i}: {why}"),
+    )
+    n = dump_questions(qs, out / "questions.jsonl")
+    repos: dict[str, list[int]] = {}
+    for q in qs:
+        repos.setdefault(q.repo, [0, 0])[q.split == "test"] += 1
+    print(f"{n} questions -> {out / 'questions.jsonl'} (reserved ids: {len(reserved)})")
+    for repo, (tune, test) in sorted(repos.items()):
+        print(f"  {repo}: {tune} tune, {test} test")
+    if skipped:
+        print(f"  skipped {len(skipped)} (no mirror or commit); first: {skipped[0]}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ragloom.embed.registry import load_embedder
+
+    qs = load_questions(args.out / "questions.jsonl")
+    if args.split != "all":
+        qs = [q for q in qs if q.split == args.split]
+    repos = sorted({q.repo for q in qs})
+    if args.repo:
+        repos = [r for r in repos if r in args.repo or r.split("/")[1] in args.repo]
+    strategies = args.strategy or list(DEFAULT_STRATEGIES)
+    cache = EmbeddingCache(load_embedder(None), args.out / "embeddings.sqlite")
+    results = args.out / (args.results or "results.jsonl")
+    t0 = time.perf_counter()
+    for repo in repos:
+        mine = [q for q in qs if q.repo == repo]
+        if args.limit:
+            mine = sorted(mine, key=lambda q: q.time)[: args.limit]
+        path = results.with_name(f"{results.stem}-{repo.replace('/', '+')}.jsonl")
+        with path.open("w", encoding="utf-8") as fh:
+
+            def write(row: dict[str, object], fh: object = fh) -> None:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")  # type: ignore[attr-defined]
+                fh.flush()  # type: ignore[attr-defined]
+
+            run_repo(
+                mine,
+                mirror_root=args.mirror_root,
+                work_dir=args.out / "work",
+                strategies=strategies,
+                embedder=cache,
+                budgets=() if args.no_context else BUDGETS,
+                baseline=not args.no_baseline,
+                on_result=write,
+                progress=lambda s: print(
+                    f"[{time.perf_counter() - t0:7.0f}s] {s} (cache {cache.hits} hit, "
+                    f"{cache.misses} embedded)",
+                    flush=True,
+                ),
+            )
+    cache.close()
+    return 0
+
+
+def _load_rows(out: Path, stem: str) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for path in sorted(out.glob(f"{stem}-*.jsonl")):
+        rows.extend(json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    return rows
+
+
+def _table(summary: dict[str, dict[str, float]], protocol: str, methods: Sequence[str]) -> str:
+    head = "| method | n | " + " | ".join(METRICS) + " |"
+    lines = [head, "|---|---:|" + "---:|" * len(METRICS)]
+    for m in methods:
+        s = summary.get(f"{m}|{protocol}")
+        if s is None:
+            continue
+        cells = [f"{100 * s[k]:.1f}" if k in s else "-" for k in METRICS]
+        lines.append(f"| {m} | {int(s['n'])} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    rows = _load_rows(args.out, Path(args.results or "results.jsonl").stem)
+    if args.split != "all":
+        rows = [r for r in rows if r["split"] == args.split]
+    methods = list(dict.fromkeys(str(r["method"]) for r in rows))
+    repos = sorted({str(r["repo"]) for r in rows})
+    parts = [
+        f"SWE-bench localisation, split {args.split} ({len({r['id'] for r in rows})} questions)"
+    ]
+    for protocol in ("papers", "product"):
+        parts.append(f"\n### {protocol} protocol, all repositories\n")
+        parts.append(
+            _table(summarize(r for r in rows if r["protocol"] == protocol), protocol, methods)
+        )
+        for repo in repos:
+            mine = [r for r in rows if r["protocol"] == protocol and r["repo"] == repo]
+            parts.append(f"\n#### {repo} ({protocol})\n")
+            parts.append(_table(summarize(mine), protocol, methods))
+    text = "\n".join(parts) + "\n"
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path("eval-out/swebench"))
+    ap.add_argument("--mirror-root", type=Path, default=Path("/work/.mirror"))
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="questions and gold from a SWE-bench file and the mirrors")
+    b.add_argument("--data", type=Path, help="SWE-bench-format file (default: the pinned one)")
+    b.add_argument("--reserved", type=Path, help="file whose instance ids are never used")
+    r = sub.add_parser("run", help="index each base commit and ask every method")
+    r.add_argument("--repo", action="append", help="only this repository (repeatable)")
+    r.add_argument("--strategy", action="append", help="ragloom strategy (repeatable)")
+    r.add_argument("--split", choices=("tune", "test", "all"), default="all")
+    r.add_argument("--limit", type=int, default=0, help="first N questions per repository")
+    r.add_argument("--results", help="results file stem (default results.jsonl)")
+    r.add_argument("--no-context", action="store_true", help="skip context recall")
+    r.add_argument("--no-baseline", action="store_true", help="skip the BM25 baseline")
+    p = sub.add_parser("report", help="tables of a run")
+    p.add_argument("--split", choices=("tune", "test", "all"), default="test")
+    p.add_argument("--results", help="results file stem (default results.jsonl)")
+    p.add_argument("--markdown", type=Path)
+    args = ap.parse_args(argv)
+    return {"build": cmd_build, "run": cmd_run, "report": cmd_report}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

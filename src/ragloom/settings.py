@@ -203,7 +203,11 @@ class ServerSettings(BaseModel):
     api_token: SecretStr | None = Field(
         default=None, description="bearer token every route but health"
     )
-    max_query_chars: int = Field(default=4000, ge=1)
+    max_query_chars: int = Field(
+        default=65_536,
+        ge=1,
+        description="longest question a server accepts (a whole GitHub issue, up to ~25k, fits)",
+    )
     max_top_k: int = Field(default=100, ge=1, le=MAX_TOP_K)
     max_budget: int = Field(default=200_000, ge=1)
     max_body_bytes: int = Field(default=1_000_000, ge=1)

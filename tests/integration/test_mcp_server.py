@@ -130,7 +130,7 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
                     assert prop.get("description"), f"{tool.name}.{name} has no description"
             search = tools["search_code"].input_schema
             assert search["required"] == ["query"]
-            assert search["properties"]["query"]["maxLength"] == 4000
+            assert search["properties"]["query"]["maxLength"] == 65_536
             assert search["properties"]["query"]["minLength"] == 1
             top_k = search["properties"]["top_k"]["anyOf"][0]
             assert (top_k["minimum"], top_k["maximum"]) == (1, 100)
@@ -214,7 +214,7 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
                 ("search_code", {"query": ""}, "query"),
                 ("search_code", {"query": QUERY, "top_k": 101}, "top_k"),
                 ("get_context", {"query": QUERY, "budget": 0}, "budget"),
-                ("get_context", {"query": "x" * 4001}, "query"),
+                ("get_context", {"query": "x" * 65_537}, "query"),
                 ("search_code", {"query": QUERY, "strategy": "no-such-strategy"}, "strategy"),
                 (
                     "record_feedback",

@@ -12,6 +12,11 @@ Everything here is pure and deterministic. :func:`process_query` turns one quest
 * ``entities``: file paths and known symbol names named in the question, each with a confidence;
 * ``language``: a language named in the question ("in rust", "python function", ".ts file").
 
+A whole GitHub issue as the question has its own functions (:mod:`~ragloom.retrieve.query.issue`):
+:func:`looks_like_issue`, :func:`parse_issue` (:class:`IssueText`), :func:`issue_signals`
+(:class:`IssueSignals`), and :func:`dense_text` / :func:`bm25_text` / :func:`bm25_terms`, what the
+two retrievers should see of it.
+
 Each step can be switched off in :class:`QueryConfig`. ``docs/ranking.md`` describes the rules.
 
 The steps live one per module: :mod:`~ragloom.retrieve.query.vocabulary` (word lists),
@@ -25,7 +30,11 @@ Everything public is re-exported here.
 
 from __future__ import annotations
 
-from ragloom.retrieve.query.config import EXACT_MATCH_MIN_CONFIDENCE, QueryConfig
+from ragloom.retrieve.query.config import (
+    EXACT_MATCH_MIN_CONFIDENCE,
+    MAX_PROCESSED_CHARS,
+    QueryConfig,
+)
 from ragloom.retrieve.query.decomposition import decompose_query
 from ragloom.retrieve.query.entities import (
     ENTITY_CONFIDENCE,
@@ -40,6 +49,19 @@ from ragloom.retrieve.query.expansion import (
     MAX_JOINED_PHRASES,
     expand_query,
     identifier_candidates,
+)
+from ragloom.retrieve.query.issue import (
+    Frame,
+    IssueSignals,
+    IssueText,
+    Signal,
+    Traceback,
+    bm25_terms,
+    bm25_text,
+    dense_text,
+    issue_signals,
+    looks_like_issue,
+    parse_issue,
 )
 from ragloom.retrieve.query.language import detect_language
 from ragloom.retrieve.query.pipeline import ProcessedQuery, process_query
@@ -60,20 +82,32 @@ __all__ = [
     "KEYWORD_QUERY_MAX_WORDS",
     "LANGUAGE_ALIASES",
     "MAX_JOINED_PHRASES",
+    "MAX_PROCESSED_CHARS",
     "QUERY_STOPWORDS",
     "Entity",
     "EntityKind",
+    "Frame",
     "InMemorySymbolTable",
+    "IssueSignals",
+    "IssueText",
     "ProcessedQuery",
     "QueryConfig",
     "QueryStyle",
+    "Signal",
     "SymbolTable",
+    "Traceback",
+    "bm25_terms",
+    "bm25_text",
     "decompose_query",
+    "dense_text",
     "detect_language",
     "exact_match_boost",
     "expand_query",
     "extract_entities",
     "identifier_candidates",
+    "issue_signals",
+    "looks_like_issue",
+    "parse_issue",
     "process_query",
     "query_style",
 ]

@@ -59,14 +59,21 @@ def _process(
             original=query, dense_text="", sparse_text="", exact_boost=cfg.exact_boost
         )
     steps: list[str] = []
+    head = dense
+    cap = cfg.max_processed_chars
+    if cap is not None and len(dense) > cap:
+        # A pasted issue or log: read its start only (QueryConfig.max_processed_chars).
+        steps.append("truncate")
+        cut = dense.rfind(" ", 0, cap + 1)
+        head = dense[: cut if cut > 0 else cap]
     language: str | None = None
     lang_spans: list[tuple[int, int]] = []
     if cfg.detect_language:
         steps.append("detect_language")
-        language, lang_spans = detect_language(dense)
-    words = [w for w in lex(dense) if not any(s <= w.start and w.end <= e for s, e in lang_spans)]
+        language, lang_spans = detect_language(head)
+    words = [w for w in lex(head) if not any(s <= w.start and w.end <= e for s, e in lang_spans)]
     # Blank out language mentions so "in rust" does not become a BM25 term.
-    text = dense
+    text = head
     for s, e in sorted(lang_spans, reverse=True):
         text = text[:s] + " " * (e - s) + text[e:]
     entities: list[Entity] = []
@@ -90,7 +97,7 @@ def _process(
     subs: tuple[ProcessedQuery, ...] = ()
     if cfg.decompose and top_level:
         steps.append("decompose")
-        parts = decompose_query(dense)
+        parts = decompose_query(head)
         if parts:
             sub_cfg = QueryConfig(
                 expand_identifiers=cfg.expand_identifiers,
@@ -100,6 +107,7 @@ def _process(
                 decompose=False,
                 detect_language=cfg.detect_language,
                 exact_min_confidence=cfg.exact_min_confidence,
+                max_processed_chars=cfg.max_processed_chars,
             )
             subs = tuple(_process(p, sub_cfg, symbols, top_level=False) for p in parts)
     return ProcessedQuery(

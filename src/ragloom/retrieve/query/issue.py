@@ -246,6 +246,8 @@ whether a ``(`` follows. :meth:`_Signals.scan` sorts each into a file path, a mo
 name, a snake_case / CamelCase identifier or a called name, using the word before it for
 ``from m import``, ``import m``, ``def f`` and ``class C``. One simple pattern keeps the scan
 linear and cheap (a pattern with one alternative per shape cost 5x more)."""
+_CONTEXT_WORDS = frozenset(["import", "from", "def", "class"])
+"""Words that make the next word a module or a definition."""
 _CAMEL_RE = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
 _EXTENSIONS = frozenset(ALL_EXTENSIONS)
 _BACKTICK_RE = re.compile(r"`([^`\n]{1,200})`")
@@ -709,6 +711,8 @@ class _Signals:
             if called:
                 tok = tok[:-1]
             before, prev = prev, tok
+            if not called and tok.islower() and tok.isalpha() and before not in _CONTEXT_WORDS:
+                continue  # a plain word: the common case, decided first
             lower = tok[:1].islower() or tok[:1] == "_"
             if (before == "import" and lower and (code or "." in tok)) or (
                 before == "from" and text[m.end() : m.end() + 9].lstrip().startswith("import")
@@ -740,7 +744,11 @@ class _Signals:
                 else:
                     self._dotted(tok, called, part, weight, code)
                 continue
-            if "_" in tok or _CAMEL_RE.search(tok) or (called and (code or not lower)):
+            if (
+                "_" in tok
+                or (not lower and _CAMEL_RE.search(tok))
+                or (called and (code or not lower))
+            ):
                 self.name(tok, part, weight, defined=tok in defined)
 
     def _dotted(

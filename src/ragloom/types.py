@@ -76,3 +76,7 @@ class Hit:
     source: str = "code"
     explain: dict[str, object] = field(default_factory=dict)
     """What each ranking stage did to this hit (filled when searching with ``explain=True``)."""
+    stages: list[dict[str, object]] = field(default_factory=list)
+    """With ``explain=True``: one record per ranking stage that moved this hit or changed its
+    score (``stage``, ``rank_before``, ``rank_after``, ``score_before``, ``score_after``; ranks
+    1-based, None where it was not ranked), in pipeline order (docs/ranking.md "Stages")."""

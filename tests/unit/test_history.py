@@ -146,7 +146,7 @@ def test_recency_adds_its_own_rrf_term_only_when_weighted() -> None:
 def test_pinned_hits_lead_in_their_order_and_scores_never_rise_down_the_list(
     ranked: list[tuple[int, float]], first: list[int]
 ) -> None:
-    from ragloom.retrieve.search import _pin_first
+    from ragloom.retrieve.stages.history import pin_first as _pin_first
 
     ranked = sorted(ranked, key=lambda it: -it[1])
     out = _pin_first(ranked, first)

@@ -334,14 +334,26 @@ def test_ordinary_questions_are_processed_exactly_as_before(query: str) -> None:
 
 def test_long_question_processing_is_bounded() -> None:
     text = long_issue(25_000)
-    pq = process_query(text)
+    plain = QueryConfig(issue_text=False)
+    pq = process_query(text, plain)
     assert pq.steps[0] == "truncate"
     assert pq.dense_text == " ".join(text.split())  # the embedding model truncates itself
-    unbounded = process_query(text, QueryConfig(max_processed_chars=None))
+    unbounded = process_query(text, QueryConfig(max_processed_chars=None, issue_text=False))
     assert len(pq.terms) < len(unbounded.terms)
     # BM25 keeps the first terms only: they are the same
     assert pq.terms[:20] == unbounded.terms[:20]
     assert process_query(text, QueryConfig(max_processed_chars=50)).terms
+
+
+def test_an_issue_is_read_by_its_parts() -> None:
+    text = long_issue(25_000)
+    pq = process_query(text)
+    assert pq.steps[0] == "issue" and pq.issue is not None
+    assert not pq.sub_queries  # no decomposition of an issue
+    assert pq.dense_text == dense_text(pq.issue.text, signals=pq.issue.signals)
+    assert 0 < len(pq.issue.terms) <= 400
+    assert process_query(BUG_WITH_TRACEBACK, QueryConfig(issue_text=False)).issue is None
+    assert process_query("how is the cache invalidated").issue is None
 
 
 def test_max_processed_chars_is_validated() -> None:

@@ -2,15 +2,12 @@
 
 One query goes through (ploke-rag-plan.md sections 1 and 4, tamma phases 2 and 5):
 
-1. query processing (``ragloom.retrieve.query``): BM25 text with identifiers split and joined
-   and code synonyms added, the plain question for the embedding model, entities (files and
-   symbols the index knows), a language mention, and sub-queries of a compound question;
+1. query processing (``ragloom.retrieve.query``): BM25 terms, the embedding text, entities,
+   a language mention, sub-queries, and an issue's parts and names;
 2. BM25 and dense retrieval, run concurrently (a worker thread embeds and searches the vectors
    while the calling thread searches BM25; both libraries release the GIL), for the question
    and each sub-query, all from one pinned index generation;
-3. the ranking stages of the strategy (``ragloom.retrieve.stages``: fusion, priors, history,
-   file evidence, language, exact match, recency, rerank, heads first, MMR; docs/ranking.md
-   "Stages");
+3. the ranking stages of the strategy (``ragloom.retrieve.stages``; docs/ranking.md "Stages");
 4. hydration: the top ``top_k`` become :class:`~ragloom.types.Hit` objects.
 
 This module keeps retrieval (2, 4) and the per-generation caches the stages read through
@@ -70,6 +67,7 @@ from ragloom.retrieve.stages.pipeline import (
     parse_search_spec,
     tuned_steps,
 )
+from ragloom.retrieve.stages.reading import ISSUE_WEIGHTS, IssueWeights
 from ragloom.retrieve.stages.source import EvidenceCache
 from ragloom.telemetry import Telemetry, get_telemetry
 from ragloom.types import Hit
@@ -159,6 +157,7 @@ class Retriever:
         self.reranker = reranker
         self.recency = recency
         self.synonym_weight = SYNONYM_TERM_WEIGHT
+        self.issue_weights: IssueWeights = ISSUE_WEIGHTS  # how issue-like questions rank
         self.joined_weight = JOINED_TERM_WEIGHT
         self._embedder_factory = embedder
         self._embedder: Embedder | None = None
@@ -259,6 +258,8 @@ class Retriever:
     # -- single modalities --------------------------------------------------------------
     def bm25_terms(self, pq: ProcessedQuery) -> list[tuple[str, float]]:
         """Weighted BM25 terms: typed words 1.0, joined identifiers and synonyms less."""
+        if pq.issue is not None and pq.issue.terms:  # an issue: its own terms, strongest first
+            return list(pq.issue.terms)
         syn = set(pq.synonyms_added)
         joined = set(pq.identifier_candidates)
         return [
@@ -506,12 +507,15 @@ class Retriever:
             sub_rrf_k=self.rrf.k,
             steps=steps,
             history_weights=spec.history,
+            issue_weights=self.issue_weights if qc.issue_text else None,
             explain=explain,
             fallback_used=result.fallback_used,
             telemetry=self.telemetry,
             timings_ms={"fusion": (time.perf_counter() - t) * 1000},
         )
-        stages = build_stages(spec, strat, reranker=self.reranker, recency=self.recency)
+        stages = build_stages(
+            spec, strat, reranker=self.reranker, recency=self.recency, issue=self.issue_weights
+        )
         run_stages(stages, state)
         result.timings_ms.update(state.timings_ms)
 

@@ -41,6 +41,9 @@ class QueryConfig:
     detect_language: bool = True
     exact_min_confidence: float = EXACT_MATCH_MIN_CONFIDENCE
     max_processed_chars: int | None = MAX_PROCESSED_CHARS
+    issue_text: bool = True
+    """A question that reads as an issue (``looks_like_issue``) is read by its parts: weighted
+    BM25 terms and a chosen embedding text (``ragloom.retrieve.query.issue``), no decomposition."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -50,6 +53,7 @@ class QueryConfig:
             "exact_boost",
             "decompose",
             "detect_language",
+            "issue_text",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"QueryConfig.{name} must be a bool, got {getattr(self, name)!r}")

@@ -10,10 +10,29 @@ from ragloom.retrieve.query.config import QueryConfig
 from ragloom.retrieve.query.decomposition import decompose_query
 from ragloom.retrieve.query.entities import Entity, SymbolTable, entities_from_words
 from ragloom.retrieve.query.expansion import expand_words
+from ragloom.retrieve.query.issue import (
+    IssueSignals,
+    IssueText,
+    bm25_terms,
+    dense_text,
+    issue_signals,
+    looks_like_issue,
+    parse_issue,
+)
 from ragloom.retrieve.query.language import detect_language, path_language
 from ragloom.retrieve.query.lexer import clean_text, lex
 
-__all__ = ["ProcessedQuery", "process_query"]
+__all__ = ["IssueQuery", "ProcessedQuery", "process_query"]
+
+
+@dataclass(frozen=True, slots=True)
+class IssueQuery:
+    """How an issue-like question was read: its parts, the names pointing at code, and the
+    weighted BM25 terms (strongest first) that replace the plain terms."""
+
+    text: IssueText
+    signals: IssueSignals
+    terms: tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +50,8 @@ class ProcessedQuery:
     language: str | None = None
     steps: tuple[str, ...] = ()
     exact_boost: bool = True
+    issue: IssueQuery | None = None
+    """Set when the question reads as an issue (``QueryConfig.issue_text``)."""
 
     @property
     def is_empty(self) -> bool:
@@ -59,6 +80,13 @@ def _process(
             original=query, dense_text="", sparse_text="", exact_boost=cfg.exact_boost
         )
     steps: list[str] = []
+    issue: IssueQuery | None = None
+    if cfg.issue_text and top_level and looks_like_issue(query):
+        steps.append("issue")
+        read = parse_issue(query)
+        signals = issue_signals(read)
+        issue = IssueQuery(read, signals, tuple(bm25_terms(read, signals=signals)))
+        dense = dense_text(read, signals=signals) or dense
     head = dense
     cap = cfg.max_processed_chars
     if cap is not None and len(dense) > cap:
@@ -95,7 +123,7 @@ def _process(
             firsts.setdefault(w.text.lower(), w.text)
         terms = list(firsts.values())
     subs: tuple[ProcessedQuery, ...] = ()
-    if cfg.decompose and top_level:
+    if cfg.decompose and top_level and issue is None:
         steps.append("decompose")
         parts = decompose_query(head)
         if parts:
@@ -122,4 +150,5 @@ def _process(
         language=language,
         steps=tuple(steps),
         exact_boost=cfg.exact_boost,
+        issue=issue,
     )

@@ -26,6 +26,7 @@ from ragloom.retrieve.config import Hybrid, RetrievalStrategy
 from ragloom.retrieve.history import ChangeHistory, CoChange, HistoryEvidence, HistoryWeights
 from ragloom.retrieve.query import ProcessedQuery, QueryConfig
 from ragloom.retrieve.roles import FileRole
+from ragloom.retrieve.stages.reading import ISSUE_WEIGHTS, IssueWeights
 from ragloom.telemetry import Telemetry, get_telemetry
 
 if TYPE_CHECKING:
@@ -120,6 +121,8 @@ class RankState:
     """Tuned ranking steps on for this query (``roles``, ``decl``, ``filerank``, ``history``)."""
     history_weights: HistoryWeights | None = None
     """Forced history weights (``+changes``, ``+lookup``); None picks them per question."""
+    issue_weights: IssueWeights | None = ISSUE_WEIGHTS
+    """How an issue-like question is read (None: as plain text, ``+no-issue``)."""
     explain: bool = False
     modalities: dict[str, Ranked] = field(default_factory=dict)
     """The lists fusion used, by name: what each hit's ``ranks`` and ``scores`` come from."""

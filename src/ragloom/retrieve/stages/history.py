@@ -22,6 +22,7 @@ from ragloom.retrieve.history import (
     CHANGE_WEIGHTS,
     CO_CHANGE_TOP,
     DEFAULT_WEIGHTS,
+    HISTORY_PROFILES,
     HISTORY_RRF_K,
     CoChange,
     HistoryEvidence,
@@ -32,10 +33,13 @@ from ragloom.retrieve.history import (
 from ragloom.retrieve.roles import FileRole, change_request, query_intent
 from ragloom.retrieve.stages.base import Ranked, RankState, StageBase, by_score
 from ragloom.retrieve.stages.priors import role_prior
+from ragloom.retrieve.stages.reading import issue_reading
 
 __all__ = ["HistoryStage", "history_bonus", "modalities_agree", "pin_first"]
 
 ChunkInfo = Mapping[int, tuple[str, FileRole, bool]]
+ISSUE_HISTORY_TERMS = 32
+"""An issue's strongest BM25 terms that, after its title, search the past commits."""
 
 
 class HistoryStage(StageBase):
@@ -50,12 +54,23 @@ class HistoryStage(StageBase):
     def apply(self, state: RankState) -> None:
         out = list(state.ranked)
         src = state.source
+        issue, text = issue_reading(state)
+        weights = state.history_weights
+        asked = state.query
+        if issue is not None and state.issue_weights is not None:
+            # an issue: its title says what it asks; its strongest terms find similar commits
+            asked = " ".join([issue.text.title, *(t for t, _ in issue.terms[:ISSUE_HISTORY_TERMS])])
+            profile = state.issue_weights.history
+            if weights is None and profile != "auto":
+                weights = HISTORY_PROFILES.get(profile)
+                if weights is None:  # "off"
+                    state.ranked = by_score(out)
+                    return
         if src.history is not None:
             info = src.chunk_info([r for r, _ in out])
-            intent = query_intent(state.query)
-            weights = state.history_weights
+            intent = query_intent(text)
             if weights is None:
-                weights = CHANGE_WEIGHTS if change_request(state.query) else DEFAULT_WEIGHTS
+                weights = CHANGE_WEIGHTS if change_request(text) else DEFAULT_WEIGHTS
             agree = src.agree(state.modalities, weights.pin_confidence)
             if not (agree and weights.yields_to_agreement):
                 head: Ranked = []
@@ -65,7 +80,7 @@ class HistoryStage(StageBase):
                     head, out = out[: weights.pin], out[weights.pin :]
                     state.pinned = [r for r, _ in head]
                     state.pre_pin = dict(head)
-                found = src.history_evidence(state.query, recent=weights.recent > 0)
+                found = src.history_evidence(asked, recent=weights.recent > 0)
                 if found is not None and not found[0].empty:
                     out = history_bonus(out, info, intent, found[0], found[1], state.notes, weights)
                 out = head + out

@@ -12,6 +12,7 @@ stage       runs for                                    droppable by
 ==========  ==========================================  =====================================
 fusion      every strategy                              (never: it makes the candidate list)
 priors      hybrid, tuned                               ``+no-priors`` (parts: roles, decl)
+issue       hybrid, tuned, a question read as an issue  ``+no-issue`` (the query step)
 history     hybrid, tuned                               ``+no-history``
 filerank    hybrid, tuned                               ``+no-filerank``
 language    hybrid, when the question names a language  ``+no-language`` (the query step)
@@ -48,9 +49,11 @@ from ragloom.retrieve.stages.filerank import FileRankStage
 from ragloom.retrieve.stages.fusion import FusionStage
 from ragloom.retrieve.stages.heads import HeadsStage
 from ragloom.retrieve.stages.history import HistoryStage
+from ragloom.retrieve.stages.issue import IssueStage
 from ragloom.retrieve.stages.language import LanguageStage
 from ragloom.retrieve.stages.mmr import MmrStage
 from ragloom.retrieve.stages.priors import PriorsStage
+from ragloom.retrieve.stages.reading import ISSUE_WEIGHTS, IssueWeights
 from ragloom.retrieve.stages.recency import RecencyStage
 from ragloom.retrieve.stages.rerank import RerankStage
 
@@ -81,6 +84,7 @@ QUERY_STEP_FLAGS: dict[str, str] = {
     "exact": "exact_boost",
     "decompose": "decompose",
     "language": "detect_language",
+    "issue": "issue_text",
 }
 """``+no-NAME`` suffix -> the :class:`QueryConfig` switch it turns off."""
 RANKING_STEPS: dict[str, str] = {
@@ -186,6 +190,7 @@ def build_stages(
     *,
     reranker: Reranker | None = None,
     recency: RecencyConfig | None = None,
+    issue: IssueWeights = ISSUE_WEIGHTS,
 ) -> list[Stage]:
     """The stages ``spec`` runs, in order (the table of the module docstring); ``strategy`` is
     the resolved one (its MMR setting decides the mmr stage)."""
@@ -194,6 +199,8 @@ def build_stages(
     stages: list[Stage] = [FusionStage()]
     if ("roles" in steps or "decl" in steps) and spec.runs("priors"):
         stages.append(PriorsStage(roles="roles" in steps, decl="decl" in steps))
+    if hybrid and spec.tuned and spec.query_config.issue_text:
+        stages.append(IssueStage(issue))
     if "history" in steps:
         stages.append(HistoryStage())
     if "filerank" in steps:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ragloom.retrieve.roles import FileRole, query_intent
 from ragloom.retrieve.stages.base import RankState, StageBase, by_score
+from ragloom.retrieve.stages.reading import issue_reading
 
 __all__ = ["DECLARATION_PRIOR", "ROLE_PRIOR", "PriorsStage"]
 
@@ -52,7 +53,7 @@ class PriorsStage(StageBase):
 
     def apply(self, state: RankState) -> None:
         info = state.source.chunk_info([r for r, _ in state.ranked])
-        intent = query_intent(state.query)
+        intent = query_intent(issue_reading(state)[1])
         out = []
         for r, s in state.ranked:
             meta = info.get(r)

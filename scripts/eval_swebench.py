@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from ragloom.eval.swebench import (
@@ -29,6 +30,7 @@ from ragloom.eval.swebench import (
     run_repo,
     summarize,
 )
+from ragloom.retrieve.stages.reading import ISSUE_WEIGHTS, IssueWeights
 
 DATA_REPO = "ITMO-NSS-team/chronorepo_icdm26"
 DATA_COMMIT = "ff6efadabca2f2930ffae9001c7e42f073413c12"
@@ -91,6 +93,36 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def issue_grid() -> dict[str, tuple[str, IssueWeights]]:
+    """The variants the issue reading was chosen from (docs/ranking.md, "Issue texts"): the
+    previous default, the query side alone, the title's intent, the history profile, and the
+    bonus of the names an issue gives."""
+    base = IssueWeights(path=0.0, symbol=0.0, history="auto", title_intent=False)
+    grid: dict[str, tuple[str, IssueWeights]] = {
+        "prev": ("hybrid+no-issue", ISSUE_WEIGHTS),
+        "seed-noissue": ("hybrid+seed+no-issue", ISSUE_WEIGHTS),
+        "seed-issue": ("hybrid+seed", ISSUE_WEIGHTS),
+        "q": ("hybrid", base),
+        "q-noroles": ("hybrid+no-roles", base),
+        "q-nohist": ("hybrid+no-history", base),
+    }
+    for hist in ("auto", "changes", "lookup", "off"):
+        for title in (False, True):
+            grid[f"h={hist},t={int(title)}"] = (
+                "hybrid",
+                replace(base, history=hist, title_intent=title),
+            )
+    for hist in ("auto", "off"):
+        for path in (0.0, 1.0, 2.0):
+            for sym in (0.0, 1.0, 2.0):
+                if path or sym:
+                    grid[f"h={hist},t=1,p={path:g},s={sym:g}"] = (
+                        "hybrid",
+                        replace(base, history=hist, title_intent=True, path=path, symbol=sym),
+                    )
+    return grid
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from ragloom.embed.registry import load_embedder
 
@@ -118,8 +150,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             run_repo(
                 mine,
                 mirror_root=args.mirror_root,
-                work_dir=args.out / "work",
-                strategies=strategies,
+                work_dir=args.work or args.out / "work",
+                strategies=[] if args.grid else strategies,
+                variants=issue_grid() if args.grid else None,
                 embedder=cache,
                 budgets=() if args.no_context else BUDGETS,
                 baseline=not args.no_baseline,
@@ -195,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--results", help="results file stem (default results.jsonl)")
     r.add_argument("--no-context", action="store_true", help="skip context recall")
     r.add_argument("--no-baseline", action="store_true", help="skip the BM25 baseline")
+    r.add_argument("--work", type=Path, help="work trees folder (default OUT/work)")
+    r.add_argument("--grid", action="store_true", help="the issue-reading tuning grid only")
     p = sub.add_parser("report", help="tables of a run")
     p.add_argument("--split", choices=("tune", "test", "all"), default="test")
     p.add_argument("--results", help="results file stem (default results.jsonl)")

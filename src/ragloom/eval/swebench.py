@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ragloom.embed.base import Embedder, ProgressCallback
+    from ragloom.retrieve.stages.reading import IssueWeights
     from ragloom.types import Hit
 
 __all__ = [
@@ -669,11 +670,20 @@ def _ragloom_answers(
     strategy: str,
     defs: _Defs,
     budgets: Sequence[int],
+    variant: IssueWeights | None = None,
 ) -> dict[str, Ranked]:
     from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
 
-    res = index.search(q.query, top_k=SEARCH_DEPTH, strategy=strategy)
     retriever = index.retriever
+    if variant is not None:
+        saved = retriever.issue_weights
+        retriever.issue_weights = variant
+        try:
+            res = index.search(q.query, top_k=SEARCH_DEPTH, strategy=strategy)
+        finally:
+            retriever.issue_weights = saved
+    else:
+        res = index.search(q.query, top_k=SEARCH_DEPTH, strategy=strategy)
     counter = get_counter("cl100k")
     out: dict[str, Ranked] = {}
     for protocol in PROTOCOLS:
@@ -728,6 +738,7 @@ def run_repo(
     work_dir: Path,
     strategies: Sequence[str],
     embedder: Embedder,
+    variants: Mapping[str, tuple[str, IssueWeights]] | None = None,
     budgets: Sequence[int] = BUDGETS,
     baseline: bool = True,
     on_result: Callable[[dict[str, Any]], None],
@@ -736,7 +747,8 @@ def run_repo(
     """Walk one repository's questions in time order: check out, index incrementally, ask.
 
     ``on_result`` gets one row per (question, method, protocol) with the metrics and the first
-    files (``files``) and functions (``functions``) of the ranking."""
+    files (``files``) and functions (``functions``) of the ranking. ``variants`` (name ->
+    strategy and issue weights, for tuning) are asked too, without context recall."""
     import ragloom
 
     if not questions:
@@ -758,6 +770,8 @@ def run_repo(
             answers["bm25"] = {"papers": _bm25_answer(bm, work, q, budgets)}
         for strategy in strategies:
             answers[strategy] = _ragloom_answers(index, q, strategy, defs, budgets)
+        for name, (strategy, weights) in (variants or {}).items():
+            answers[name] = _ragloom_answers(index, q, strategy, defs, (), weights)
         index.close()
         for method, per in answers.items():
             for protocol, r in per.items():

@@ -30,11 +30,11 @@ from ragloom.eval.swebench import (
     run_repo,
     summarize,
 )
-from ragloom.retrieve.stages.reading import ISSUE_WEIGHTS, IssueWeights
+from ragloom.retrieve.stages.base import ISSUE_WEIGHTS, IssueWeights
 
 DATA_REPO = "ITMO-NSS-team/chronorepo_icdm26"
 DATA_COMMIT = "ff6efadabca2f2930ffae9001c7e42f073413c12"
-DEFAULT_STRATEGIES = ("sparse", "dense", "hybrid+seed", "hybrid")
+DEFAULT_STRATEGIES = ("sparse", "dense", "hybrid+seed", "hybrid+no-issue", "hybrid")
 """``hybrid+no-issue`` is the previous default (no issue-text step)."""
 METRICS = (
     "file_acc@1",
@@ -104,7 +104,6 @@ def issue_grid() -> dict[str, tuple[str, IssueWeights]]:
         "seed-issue": ("hybrid+seed", ISSUE_WEIGHTS),
         "q": ("hybrid", base),
         "q-noroles": ("hybrid+no-roles", base),
-        "q-nohist": ("hybrid+no-history", base),
     }
     for hist in ("auto", "changes", "lookup", "off"):
         for title in (False, True):
@@ -114,7 +113,7 @@ def issue_grid() -> dict[str, tuple[str, IssueWeights]]:
             )
     for hist in ("auto", "off"):
         for path in (0.0, 1.0, 2.0):
-            for sym in (0.0, 1.0, 2.0):
+            for sym in (0.0, 1.0):
                 if path or sym:
                     grid[f"h={hist},t=1,p={path:g},s={sym:g}"] = (
                         "hybrid",

@@ -17,7 +17,8 @@ Metrics (per repository and overall): file Acc@1/3/5/10 (every gold file among t
 files; with one gold file, the usual "the edited file is in the top k"), file MRR@10 (first gold
 file), function Acc@5/10 (every gold function among the first k functions), and context recall
 at a budget: the share of gold functions whose edited lines all lie inside the context that
-``get_context`` assembles at 4k/8k/13k/27k tokens (cl100k).
+``get_context`` assembles at 4k/8k/13k/27k tokens (cl100k) from the first
+:func:`context_hits` hits.
 
 The baseline (``bm25``) is a function-level BM25 with the papers' protocol: ``bm25s`` with its
 defaults over every function, method and class body of the non-test ``.py`` files, tokenised as
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ragloom.embed.base import Embedder, ProgressCallback
-    from ragloom.retrieve.stages.reading import IssueWeights
+    from ragloom.retrieve.stages.base import IssueWeights
     from ragloom.types import Hit
 
 __all__ = [
@@ -98,6 +99,10 @@ BUDGETS: tuple[int, ...] = (4000, 8000, 13000, 27000)
 """Context budgets (tokens): 13k and 27k are the SWE-bench paper's BM25 retrieval settings."""
 SEARCH_DEPTH = 200
 """Hits asked of ragloom per question: deep enough for 10 distinct files under both protocols."""
+CONTEXT_TOP_K = 15
+"""``get_context``'s default number of hits."""
+TOKENS_PER_HIT = 500
+"""Budget tokens per hit handed to assembly above the default (:func:`context_hits`)."""
 TEST_DIRS: frozenset[str] = frozenset({"test", "tests", "testing"})
 """A folder of this name anywhere on the path makes a file test code (pytest keeps its own
 tests in ``testing/``)."""
@@ -403,7 +408,7 @@ class EmbeddingCache:
         self.inner = inner
         self.spec = getattr(inner, "spec", None)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=120)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS vec (key TEXT PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID"
@@ -660,6 +665,13 @@ def _paper_hit(path: str) -> bool:
     return path.endswith(".py") and not is_test_path(path)
 
 
+def context_hits(budget: int) -> int:
+    """Hits handed to assembly for a budget: ``get_context``'s default of 15, or one per
+    :data:`TOKENS_PER_HIT` tokens of a larger budget (a 27k context from 15 chunks would leave
+    most of it empty, where the BM25 baseline fills it)."""
+    return max(CONTEXT_TOP_K, budget // TOKENS_PER_HIT)
+
+
 def _context_ranges(ctx: Any) -> list[tuple[str, int, int]]:
     return [(p.file_path, a, b) for p in ctx.parts for a, b in p.ranges]
 
@@ -690,20 +702,18 @@ def _ragloom_answers(
         hits = res.hits if protocol == "product" else [h for h in res.hits if _paper_hit(h.path)]
         files = list(dict.fromkeys(h.path for h in hits))
         r = Ranked(files, _functions_of_hits(hits, defs))
-        if budgets:
-            top = hits[:15]
-            emb = retriever.embeddings_for_hits(top)
-            for b in budgets:
-                ctx = assemble_context(
-                    q.query,
-                    top,
-                    root=index.root,
-                    budget=TokenBudget.for_total(b),
-                    policy=AssemblyPolicy(format="xml"),
-                    counter=counter,
-                    embeddings=emb,
-                )
-                r.context[b] = _context_ranges(ctx)
+        for b in budgets:
+            top = hits[: context_hits(b)]
+            ctx = assemble_context(
+                q.query,
+                top,
+                root=index.root,
+                budget=TokenBudget.for_total(b),
+                policy=AssemblyPolicy(format="xml"),
+                counter=counter,
+                embeddings=retriever.embeddings_for_hits(top),
+            )
+            r.context[b] = _context_ranges(ctx)
         out[protocol] = r
     return out
 

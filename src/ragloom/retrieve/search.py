@@ -55,7 +55,7 @@ from ragloom.retrieve.query import (
 )
 from ragloom.retrieve.results import SearchResult, build_hits, hit_to_json, query_info
 from ragloom.retrieve.roles import FileRole
-from ragloom.retrieve.stages.base import RankState, run_stages
+from ragloom.retrieve.stages.base import ISSUE_WEIGHTS, IssueWeights, RankState, run_stages
 from ragloom.retrieve.stages.history import modalities_agree
 from ragloom.retrieve.stages.pipeline import (
     DEFAULT_STRATEGY,
@@ -67,7 +67,6 @@ from ragloom.retrieve.stages.pipeline import (
     parse_search_spec,
     tuned_steps,
 )
-from ragloom.retrieve.stages.reading import ISSUE_WEIGHTS, IssueWeights
 from ragloom.retrieve.stages.source import EvidenceCache
 from ragloom.telemetry import Telemetry, get_telemetry
 from ragloom.types import Hit

@@ -64,7 +64,7 @@ from ragloom.retrieve.query.issue import (
     parse_issue,
 )
 from ragloom.retrieve.query.language import detect_language
-from ragloom.retrieve.query.pipeline import ProcessedQuery, process_query
+from ragloom.retrieve.query.pipeline import IssueQuery, ProcessedQuery, process_query
 from ragloom.retrieve.query.style import KEYWORD_QUERY_MAX_WORDS, QueryStyle, query_style
 from ragloom.retrieve.query.vocabulary import (
     CODE_SYNONYMS,
@@ -88,6 +88,7 @@ __all__ = [
     "EntityKind",
     "Frame",
     "InMemorySymbolTable",
+    "IssueQuery",
     "IssueSignals",
     "IssueText",
     "ProcessedQuery",

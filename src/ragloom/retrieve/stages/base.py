@@ -24,22 +24,24 @@ import numpy as np
 from ragloom.index.backend import ReadStore
 from ragloom.retrieve.config import Hybrid, RetrievalStrategy
 from ragloom.retrieve.history import ChangeHistory, CoChange, HistoryEvidence, HistoryWeights
-from ragloom.retrieve.query import ProcessedQuery, QueryConfig
+from ragloom.retrieve.query import IssueQuery, ProcessedQuery, QueryConfig
 from ragloom.retrieve.roles import FileRole
-from ragloom.retrieve.stages.reading import ISSUE_WEIGHTS, IssueWeights
 from ragloom.telemetry import Telemetry, get_telemetry
 
 if TYPE_CHECKING:
     from ragloom.index.store import ChunkRow
 
 __all__ = [
+    "ISSUE_WEIGHTS",
     "CandidateEvidence",
+    "IssueWeights",
     "RankState",
     "Ranked",
     "RankingSource",
     "Stage",
     "StageBase",
     "by_score",
+    "issue_reading",
     "run_stages",
 ]
 
@@ -96,6 +98,39 @@ class CandidateEvidence:
     role: FileRole | None
     declaration: bool | None
     notes: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class IssueWeights:
+    """How an issue's names and parts weigh in ranking."""
+
+    path: float = 1.0
+    """Bonus weight of a file the issue names (paths, modules, traceback frames)."""
+    symbol: float = 1.0
+    """Bonus weight of a chunk whose symbol the issue names (symbols, traceback functions)."""
+    k: float = 10.0
+    """RRF k of the names' ranks (the fusion's k: a first-named file weighs like a top hit)."""
+    max_names: int = 8
+    """Names of each kind that count, strongest first."""
+    history: str = "changes"
+    """History weights for an issue: a profile (``changes``, ``lookup``), ``auto`` (the title
+    decides, as for any question) or ``off``."""
+    title_intent: bool = True
+    """Roles asked for and change requests are read from the title alone."""
+
+
+ISSUE_WEIGHTS = IssueWeights()
+"""The default (docs/ranking.md, "Issue texts": chosen on the SWE-bench tune half)."""
+
+
+def issue_reading(state: RankState) -> tuple[IssueQuery | None, str]:
+    """The question's issue reading (None for a plain question) and the text that says which
+    roles it asks for and whether it is a change request (the title of an issue)."""
+    issue = state.pq.issue
+    weights = state.issue_weights
+    if issue is None or weights is None:
+        return None, state.query
+    return issue, issue.text.title if weights.title_intent else state.query
 
 
 @dataclass(slots=True)

@@ -31,9 +31,8 @@ from ragloom.retrieve.history import (
     file_bonus,
 )
 from ragloom.retrieve.roles import FileRole, change_request, query_intent
-from ragloom.retrieve.stages.base import Ranked, RankState, StageBase, by_score
+from ragloom.retrieve.stages.base import Ranked, RankState, StageBase, by_score, issue_reading
 from ragloom.retrieve.stages.priors import role_prior
-from ragloom.retrieve.stages.reading import issue_reading
 
 __all__ = ["HistoryStage", "history_bonus", "modalities_agree", "pin_first"]
 

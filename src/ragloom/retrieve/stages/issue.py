@@ -20,9 +20,8 @@ off (the question is then read as plain text, as before issue 21).
 from __future__ import annotations
 
 from ragloom.retrieve.roles import query_intent
-from ragloom.retrieve.stages.base import RankState, StageBase, by_score
+from ragloom.retrieve.stages.base import ISSUE_WEIGHTS, IssueWeights, RankState, StageBase, by_score
 from ragloom.retrieve.stages.priors import role_prior
-from ragloom.retrieve.stages.reading import ISSUE_WEIGHTS, IssueWeights
 
 __all__ = ["IssueStage", "module_paths", "path_matches"]
 

@@ -43,7 +43,7 @@ from ragloom.retrieve.config import (
 )
 from ragloom.retrieve.history import HISTORY_PROFILES, HistoryWeights
 from ragloom.retrieve.query import QueryConfig
-from ragloom.retrieve.stages.base import Stage
+from ragloom.retrieve.stages.base import ISSUE_WEIGHTS, IssueWeights, Stage
 from ragloom.retrieve.stages.exact import ExactStage
 from ragloom.retrieve.stages.filerank import FileRankStage
 from ragloom.retrieve.stages.fusion import FusionStage
@@ -53,7 +53,6 @@ from ragloom.retrieve.stages.issue import IssueStage
 from ragloom.retrieve.stages.language import LanguageStage
 from ragloom.retrieve.stages.mmr import MmrStage
 from ragloom.retrieve.stages.priors import PriorsStage
-from ragloom.retrieve.stages.reading import ISSUE_WEIGHTS, IssueWeights
 from ragloom.retrieve.stages.recency import RecencyStage
 from ragloom.retrieve.stages.rerank import RerankStage
 

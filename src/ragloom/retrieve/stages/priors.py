@@ -11,8 +11,7 @@ of the two is applied once (its explain record: ``prior``). ``+no-priors`` drops
 from __future__ import annotations
 
 from ragloom.retrieve.roles import FileRole, query_intent
-from ragloom.retrieve.stages.base import RankState, StageBase, by_score
-from ragloom.retrieve.stages.reading import issue_reading
+from ragloom.retrieve.stages.base import RankState, StageBase, by_score, issue_reading
 
 __all__ = ["DECLARATION_PRIOR", "ROLE_PRIOR", "PriorsStage"]
 

@@ -140,7 +140,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.limit:
             mine = sorted(mine, key=lambda q: q.time)[: args.limit]
         path = results.with_name(f"{results.stem}-{repo.replace('/', '+')}.jsonl")
-        with path.open("w", encoding="utf-8") as fh:
+        if args.resume and path.exists():
+            done = {json.loads(line)["id"] for line in path.read_text().splitlines() if line}
+            mine = [q for q in mine if q.id not in done]
+        with path.open("a" if args.resume else "w", encoding="utf-8") as fh:
 
             def write(row: dict[str, object], fh: object = fh) -> None:
                 fh.write(json.dumps(row, sort_keys=True) + "\n")  # type: ignore[attr-defined]
@@ -229,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--no-baseline", action="store_true", help="skip the BM25 baseline")
     r.add_argument("--work", type=Path, help="work trees folder (default OUT/work)")
     r.add_argument("--grid", action="store_true", help="the issue-reading tuning grid only")
+    r.add_argument("--resume", action="store_true", help="skip questions already in the results")
     p = sub.add_parser("report", help="tables of a run")
     p.add_argument("--split", choices=("tune", "test", "all"), default="test")
     p.add_argument("--results", help="results file stem (default results.jsonl)")

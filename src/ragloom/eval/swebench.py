@@ -607,11 +607,20 @@ def _checkout(mirror: Path, work: Path, commit: str) -> None:
             capture_output=True,
         )
     gd = work / ".git"
+    # A snapshot may lack its largest blobs (``fetch`` leaves them out): those paths are kept
+    # out of the work tree by a sparse checkout, as a file too large to index would be.
+    missing = _missing_blobs(gd, commit)
+    patterns = ["/*", *(f"!/{p}" for p in missing)]
+    _git(gd, "config", "core.sparseCheckout", "true")
+    (gd / "info").mkdir(exist_ok=True)
+    (gd / "info" / "sparse-checkout").write_text("\n".join(patterns) + "\n", encoding="utf-8")
     subprocess.run(
         ["git", "-C", str(work), "checkout", "-q", "-f", "--detach", commit],
         check=True,
         capture_output=True,
     )
+    if missing:
+        log.info("%s: %d blobs absent from the snapshot left out", commit, len(missing))
     subprocess.run(
         ["git", "-C", str(work), "clean", "-q", "-ffdx", "-e", ".ragloom"],
         check=True,
@@ -621,6 +630,24 @@ def _checkout(mirror: Path, work: Path, commit: str) -> None:
     for ref in refs:
         _git(gd, "update-ref", "-d", ref)
     (gd / "packed-refs").unlink(missing_ok=True)
+
+
+def _missing_blobs(git_dir: Path, commit: str) -> list[str]:
+    """Paths of ``commit`` whose blob the object store does not hold."""
+    tree = _git(git_dir, "ls-tree", "-r", "-z", commit)
+    entries = [e.split("\t", 1) for e in tree.split("\0") if e]
+    blobs = [(meta.split()[2], path) for meta, path in entries if meta.split()[1] == "blob"]
+    if not blobs:
+        return []
+    proc = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "cat-file", "--batch-check"],
+        input="".join(f"{sha}\n" for sha, _ in blobs),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = proc.stdout.splitlines()
+    return sorted(path for (_, path), line in zip(blobs, lines, strict=True) if "missing" in line)
 
 
 def _tracked_files(work: Path) -> list[str]:

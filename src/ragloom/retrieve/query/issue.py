@@ -239,6 +239,7 @@ _WEAK_RE = re.compile(r"^\s{0,3}(?:#{1,6}\s|> |[-*] )", re.MULTILINE)
 """Markdown structure (headings, quotes, bullets): an issue with three or more lines."""
 _SENTENCE_RE = re.compile(r"[.!?](?:\s|$)")
 _URL_RE = re.compile(r"https?://\S+")
+_MD_LINK_RE = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
 _BLOB_RE = re.compile(r"^https?://github\.com/[^/\s]+/[^/\s]+/blob/[^/\s]+/([^\s#?)]+)")
 _TOKEN_RE = re.compile(r"[A-Za-z_]\w*(?:[./-]\w+)*(\()?")
 """One pass over a part: every word-like run (dots, slashes and dashes inside kept), and
@@ -914,6 +915,13 @@ def _tokens(text: str) -> float:
     return len(_PIECE_RE.findall(text)) * _TOKENS_PER_PIECE
 
 
+def _readable(text: str) -> str:
+    """Prose as it reads: a markdown link or image is its text, a bare URL is dropped."""
+    if "://" not in text and "](" not in text:
+        return text
+    return _URL_RE.sub(" ", _MD_LINK_RE.sub(r"\1", text))
+
+
 def dense_text(issue: IssueText, max_tokens: int = 256, signals: IssueSignals | None = None) -> str:
     """What the query embedding should see, about ``max_tokens`` wordpieces at most: the
     title, then the first prose sentences, then the strongest symbols
@@ -933,10 +941,10 @@ def dense_text(issue: IssueText, max_tokens: int = 256, signals: IssueSignals | 
             used += cost
         return True
 
-    put(issue.title.split(), budget)
+    put(_readable(issue.title).split(), budget)
     prose_limit = budget * (1.0 - DENSE_SYMBOL_SHARE)
     for para in issue.prose:
-        if not put(para.split(), prose_limit):
+        if not put(_readable(para).split(), prose_limit):
             break
     names = [s.value for s in sig.strongest(16) if s.value.lower() not in issue.title.lower()]
     put(names, budget)
@@ -974,7 +982,7 @@ def bm25_terms(
             stem = s.value.rsplit("/", 1)[-1].rsplit(".", 1)[0]
             put(stem, w)
     for text, weight in ((issue.title, 1.0), *((p, PROSE_TERM_WEIGHT) for p in issue.prose)):
-        for m in _WORD_RE.finditer(text):
+        for m in _WORD_RE.finditer(_readable(text)):
             word = m.group(0)
             if "/" in word and "." not in word:
                 continue  # "and/or", "input/output"

@@ -4,10 +4,11 @@ roles and history (issue 21; docs/ranking.md "Issue texts").
 A question that reads as a GitHub issue (``ProcessedQuery.issue``, set by query processing)
 names code: traceback frames, file and module paths, functions, classes. This stage adds a
 reciprocal-rank bonus (the scale of the fused RRF scores) to the candidates those names point
-at: a file the issue names gives its best chunk ``path / (k + rank)``, where ``rank`` is the
-name's place among the issue's paths and modules, strongest first; a chunk whose symbol the
-issue names gets ``symbol / (k + rank)`` by the name's place among symbols and traceback
-functions. The bonus is scaled by the role prior (a test file an issue names rises less).
+at: a chunk whose symbol the issue names gets ``symbol / (k + rank)`` by the name's place among
+symbols and traceback functions, strongest first; then a file the issue names gives its best
+chunk (that bonus counted) ``path / (k + rank)``, ``rank`` being the name's place among the
+issue's paths and modules. The bonus is scaled by the role prior (a test file an issue names
+rises less).
 
 Other stages read :class:`IssueWeights` too (:func:`issue_reading`): the priors and the history
 read an issue's title (not its body, where "test" and "fix" appear everywhere) for what roles
@@ -78,34 +79,30 @@ class IssueStage(StageBase):
                 path_rank[f] = len(path_rank) + 1
         if not names and not path_rank:
             return
-        ranked = by_score(state.ranked)
-        info = state.source.chunk_info([r for r, _ in ranked])
-        rows = state.source.store.chunks_by_rowids([r for r, _ in ranked]) if names else {}
+        info = state.source.chunk_info([r for r, _ in state.ranked])
+        rows = state.source.store.chunks_by_rowids([r for r, _ in state.ranked]) if names else {}
         intent = query_intent(issue.text.title if w.title_intent else state.query)
-        seen_files: set[str] = set()
-        out = []
-        for r, s in ranked:
-            meta = info.get(r)
-            if meta is None:
-                out.append((r, s))
-                continue
-            path, role, _ = meta
-            bonus = 0.0
-            if path_rank and path not in seen_files:
-                best = min(
-                    (rank for f, rank in path_rank.items() if path_matches(path, f)),
-                    default=None,
-                )
-                if best is not None:
-                    bonus += w.path / (w.k + best)
-            seen_files.add(path)
+        bonus: dict[int, float] = {}
+        for r, _ in state.ranked:  # a chunk whose symbol the issue names
             row = rows.get(r)
-            if row is not None and names:
-                rank = names.get(_last(row.symbol)) if row.symbol else None
-                if rank is not None:
-                    bonus += w.symbol / (w.k + rank)
-            if bonus:
-                bonus *= role_prior(role, intent)
-                state.note(r, "issue", bonus)
-            out.append((r, s + bonus))
+            rank = names.get(_last(row.symbol)) if row is not None and row.symbol else None
+            if rank is not None:
+                bonus[r] = w.symbol / (w.k + rank)
+        seen_files: set[str] = set()
+        for r, _ in by_score([(r, s + bonus.get(r, 0.0)) for r, s in state.ranked]):
+            meta = info.get(r)  # a file the issue names: its best chunk, named symbols counted
+            if meta is None or meta[0] in seen_files or not path_rank:
+                continue
+            seen_files.add(meta[0])
+            best = min((k for f, k in path_rank.items() if path_matches(meta[0], f)), default=None)
+            if best is not None:
+                bonus[r] = bonus.get(r, 0.0) + w.path / (w.k + best)
+        out = []
+        for r, s in state.ranked:
+            b = bonus.get(r, 0.0)
+            meta = info.get(r)
+            if b and meta is not None:
+                b *= role_prior(meta[1], intent)
+                state.note(r, "issue", b)
+            out.append((r, s + b))
         state.ranked = by_score(out)

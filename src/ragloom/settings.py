@@ -712,13 +712,15 @@ class SettingsWatcher:
         try:
             loaded = self._load()
         except RagError as exc:
-            self.errors += 1
             self.last_error = str(exc)
             log.warning(
                 "configuration not reloaded, keeping the previous settings: %s",
                 exc,
                 extra={"event": "config_reload_failed", "root": str(self.root), "error": str(exc)},
             )
+            # counted once everything about the failure is visible: a reader that waits for
+            # ``errors`` then finds the log record and ``last_error`` (a test did not, under load)
+            self.errors += 1
             return False
         self.last_error = None
         with self._lock:

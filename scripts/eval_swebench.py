@@ -122,6 +122,19 @@ def issue_grid() -> dict[str, tuple[str, IssueWeights]]:
     return grid
 
 
+def candidates() -> dict[str, tuple[str, IssueWeights]]:
+    """The defaults the choice on the tune half was made among, asked with context recall on
+    every question (so the chosen one's held-back figures come from the same walk)."""
+    base = replace(ISSUE_WEIGHTS, title_intent=True, path=1.0, symbol=1.0)
+    return {
+        "cand:h=changes,p=1,s=1": ("hybrid", replace(base, history="changes")),
+        "cand:h=auto,p=1,s=1": ("hybrid", replace(base, history="auto")),
+        "cand:h=off,p=1,s=1": ("hybrid", replace(base, history="off")),
+        "cand:h=lookup,p=1,s=1": ("hybrid", replace(base, history="lookup")),
+        "cand:h=auto,p=0,s=0": ("hybrid", replace(base, history="auto", path=0.0, symbol=0.0)),
+    }
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from ragloom.embed.registry import load_embedder
 
@@ -153,8 +166,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 mine,
                 mirror_root=args.mirror_root,
                 work_dir=args.work or args.out / "work",
-                strategies=[] if args.grid else strategies,
+                strategies=[] if args.grid or args.only_candidates else strategies,
                 variants=issue_grid() if args.grid else None,
+                candidates=candidates() if args.candidates or args.only_candidates else None,
                 embedder=cache,
                 budgets=() if args.no_context else BUDGETS,
                 baseline=not args.no_baseline,
@@ -184,12 +198,26 @@ def _table(summary: dict[str, dict[str, float]], protocol: str, methods: Sequenc
         if s is None:
             continue
         cells = [f"{100 * s[k]:.1f}" if k in s else "-" for k in METRICS]
-        lines.append(f"| {m} | {int(s['n'])} | " + " | ".join(cells) + " |")
+        lines.append(f"| {LABELS.get(m, m)} | {int(s['n'])} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+LABELS = {
+    "bm25": "bm25 (function-level, papers' protocol)",
+    "hybrid+no-issue": "previous default (hybrid+no-issue)",
+    "hybrid": "default (hybrid)",
+}
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    rows = _load_rows(args.out, Path(args.results or "results.jsonl").stem)
+    rows: list[dict[str, object]] = []
+    seen: set[tuple[object, object, object]] = set()
+    for stem in args.results or ["results.jsonl"]:
+        for row in _load_rows(args.out, Path(stem).stem):
+            key = (row["id"], row["method"], row["protocol"])
+            if key not in seen:  # a question asked in two runs counts once (the first)
+                seen.add(key)
+                rows.append(row)
     if args.split != "all":
         rows = [r for r in rows if r["split"] == args.split]
     methods = list(dict.fromkeys(str(r["method"]) for r in rows))
@@ -214,6 +242,39 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+TUNE_METRICS = ("file_acc@1", "file_acc@5", "file_mrr@10")
+
+
+def cmd_tune_report(args: argparse.Namespace) -> int:
+    """The grid and candidates on the tune split, best first by the mean of file Acc@1, Acc@5
+    and MRR@10 under both protocols (the choice rule of docs/ranking.md, "Issue texts")."""
+    rows: list[dict[str, object]] = []
+    for stem in args.results or ["tune.jsonl"]:
+        rows.extend(r for r in _load_rows(args.out, Path(stem).stem) if r["split"] == "tune")
+    summary = summarize(rows)
+    methods = list(dict.fromkeys(str(r["method"]) for r in rows))
+    scored = []
+    for m in methods:
+        cells = [
+            100 * summary.get(f"{m}|{p}", {}).get(k, 0.0)
+            for p in ("papers", "product")
+            for k in TUNE_METRICS
+        ]
+        scored.append((sum(cells) / len(cells), m, cells))
+    n = len({r["id"] for r in rows})
+    head = " | ".join(f"{p} {k}" for p in ("papers", "product") for k in TUNE_METRICS)
+    lines = [
+        f"tune split, {n} questions",
+        "",
+        f"| variant | {head} | mean |",
+        "|---|" + "---:|" * 7,
+    ]
+    for mean, m, cells in sorted(scored, key=lambda t: (-t[0], t[1])):
+        lines.append(f"| {m} | " + " | ".join(f"{c:.1f}" for c in cells) + f" | {mean:.1f} |")
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("eval-out/swebench"))
@@ -233,12 +294,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--work", type=Path, help="work trees folder (default OUT/work)")
     r.add_argument("--grid", action="store_true", help="the issue-reading tuning grid only")
     r.add_argument("--resume", action="store_true", help="skip questions already in the results")
+    r.add_argument("--candidates", action="store_true", help="ask the candidate defaults too")
+    r.add_argument("--only-candidates", action="store_true", help="ask only the candidates")
     p = sub.add_parser("report", help="tables of a run")
     p.add_argument("--split", choices=("tune", "test", "all"), default="test")
-    p.add_argument("--results", help="results file stem (default results.jsonl)")
+    p.add_argument("--results", action="append", help="results file stem (repeatable)")
     p.add_argument("--markdown", type=Path)
+    t = sub.add_parser("tune-report", help="the tuning grid on the tune split, best first")
+    t.add_argument("--results", action="append", help="results file stem (repeatable)")
     args = ap.parse_args(argv)
-    return {"build": cmd_build, "run": cmd_run, "report": cmd_report}[args.cmd](args)
+    cmds = {
+        "build": cmd_build,
+        "run": cmd_run,
+        "report": cmd_report,
+        "tune-report": cmd_tune_report,
+    }
+    return cmds[args.cmd](args)
 
 
 if __name__ == "__main__":

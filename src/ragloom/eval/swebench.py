@@ -776,6 +776,7 @@ def run_repo(
     strategies: Sequence[str],
     embedder: Embedder,
     variants: Mapping[str, tuple[str, IssueWeights]] | None = None,
+    candidates: Mapping[str, tuple[str, IssueWeights]] | None = None,
     budgets: Sequence[int] = BUDGETS,
     baseline: bool = True,
     on_result: Callable[[dict[str, Any]], None],
@@ -785,7 +786,8 @@ def run_repo(
 
     ``on_result`` gets one row per (question, method, protocol) with the metrics and the first
     files (``files``) and functions (``functions``) of the ranking. ``variants`` (name ->
-    strategy and issue weights, for tuning) are asked too, without context recall."""
+    strategy and issue weights, for tuning) are asked too, without context recall;
+    ``candidates`` (the same) with it."""
     import ragloom
 
     if not questions:
@@ -809,6 +811,8 @@ def run_repo(
             answers[strategy] = _ragloom_answers(index, q, strategy, defs, budgets)
         for name, (strategy, weights) in (variants or {}).items():
             answers[name] = _ragloom_answers(index, q, strategy, defs, (), weights)
+        for name, (strategy, weights) in (candidates or {}).items():
+            answers[name] = _ragloom_answers(index, q, strategy, defs, budgets, weights)
         index.close()
         for method, per in answers.items():
             for protocol, r in per.items():

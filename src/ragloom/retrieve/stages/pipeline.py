@@ -2,7 +2,8 @@
 
 A strategy name is a base (``hybrid``, ``hybrid-mmr``, ``dense``, ``sparse``) and modifiers:
 ``+raw`` (every query step off), ``+seed`` (the seed's RRF and none of the tuned ranking steps),
-``+changes`` / ``+lookup`` (history weights), and ``+no-NAME`` for one query step
+``+changes`` / ``+lookup`` (history weights), ``+learned`` / ``+handset`` (the learned
+ranking stage on or off, issue 22), and ``+no-NAME`` for one query step
 (:data:`QUERY_STEP_FLAGS`), one tuned ranking step (:data:`RANKING_STEPS`) or one other stage
 (:data:`STAGE_STEPS`). :func:`build_stages` turns the parsed name into the stage list, in this
 order:
@@ -17,6 +18,7 @@ history     hybrid, tuned                               ``+no-history``
 filerank    hybrid, tuned                               ``+no-filerank``
 language    hybrid, when the question names a language  ``+no-language`` (the query step)
 exact       every strategy, when an entity is sure      ``+no-exact`` (the query step)
+learned     hybrid, tuned, ``+learned``                 ``+handset`` (LEARNED_DEFAULT: off)
 recency     a retriever given a RecencyConfig           ``+no-recency``
 rerank      a retriever given a Reranker                ``+no-rerank``
 heads       every strategy, when a split symbol shows   ``+no-heads``
@@ -45,12 +47,14 @@ from ragloom.retrieve.history import HISTORY_PROFILES, HistoryWeights
 from ragloom.retrieve.query import QueryConfig
 from ragloom.retrieve.stages.base import ISSUE_WEIGHTS, IssueWeights, Stage
 from ragloom.retrieve.stages.exact import ExactStage
+from ragloom.retrieve.stages.features import TapStage, tap_features
 from ragloom.retrieve.stages.filerank import FileRankStage
 from ragloom.retrieve.stages.fusion import FusionStage
 from ragloom.retrieve.stages.heads import HeadsStage
 from ragloom.retrieve.stages.history import HistoryStage
 from ragloom.retrieve.stages.issue import IssueStage
 from ragloom.retrieve.stages.language import LanguageStage
+from ragloom.retrieve.stages.learned import LEARNED_DEFAULT, LearnedStage
 from ragloom.retrieve.stages.mmr import MmrStage
 from ragloom.retrieve.stages.priors import PriorsStage
 from ragloom.retrieve.stages.recency import RecencyStage
@@ -122,6 +126,13 @@ class SearchSpec:
     history: HistoryWeights | None = None
     """Weights of the history step: None picks them per question (``CHANGE_WEIGHTS`` for a
     change request, ``DEFAULT_WEIGHTS`` otherwise); ``+changes`` and ``+lookup`` force one."""
+    learned: bool | None = None
+    """``+learned`` (True) or ``+handset`` (False); None: :data:`LEARNED_DEFAULT`."""
+
+    def runs_learned(self) -> bool:
+        """True when the learned ranking stage runs (hybrid strategies, tuned)."""
+        on = LEARNED_DEFAULT if self.learned is None else self.learned
+        return on and self.tuned and isinstance(self.strategy, Hybrid)
 
     def ranking(self, step: str) -> bool:
         """True when the tuned ranking step ``step`` runs."""
@@ -152,9 +163,12 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
     tuned = True
     off: set[str] = set()
     history: HistoryWeights | None = None
+    learned: bool | None = None
     for mod in parts[1:]:
         if mod in HISTORY_PROFILES:
             history = HISTORY_PROFILES[mod]
+        elif mod in ("learned", "handset"):
+            learned = mod == "learned"
         elif mod == "raw":
             qc = QueryConfig(**{v: False for v in QUERY_STEP_FLAGS.values()})
         elif mod == "seed":
@@ -171,9 +185,9 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
         else:
             raise ConfigError(
                 f"unknown strategy modifier {mod!r} in {spec!r}; use +raw, +seed, +changes, "
-                f"+lookup or +no-STEP with STEP in {_steps_hint()}"
+                f"+lookup, +learned, +handset or +no-STEP with STEP in {_steps_hint()}"
             )
-    return SearchSpec(strategy, qc, "+".join(parts), tuned, frozenset(off), history)
+    return SearchSpec(strategy, qc, "+".join(parts), tuned, frozenset(off), history, learned)
 
 
 def tuned_steps(spec: SearchSpec, strategy: RetrievalStrategy) -> frozenset[str]:
@@ -207,6 +221,11 @@ def build_stages(
     if hybrid:
         stages.append(LanguageStage())
     stages.append(ExactStage())
+    tap = tap_features()
+    if tap is not None and hybrid:
+        stages.append(TapStage(tap))
+    if spec.runs_learned():
+        stages.append(LearnedStage())
     if recency is not None and spec.runs("recency"):
         stages.append(RecencyStage(recency))
     if reranker is not None and spec.runs("rerank"):

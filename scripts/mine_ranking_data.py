@@ -1,0 +1,114 @@
+"""Mine the learned ranking stage's training data from outside repositories' history (issue 22).
+
+    python scripts/mine_ranking_data.py [--repo NAME ...] [--questions 60] [--out eval-out/ltr]
+
+For each repository of scripts/ltr_repos.toml (mirrors under --mirror-root, as `fetch` brings
+them): the newest qualifying commits are the questions, each asked at its parent commit with the
+hand-set hybrid (ragloom.eval.mining). Writes OUT/questions-<owner+name>.jsonl (the questions,
+byte-reproducible), OUT/groups-<owner+name>.jsonl (one group per question: candidates' features,
+paths, labels) and OUT/meta.json (the feature set). --resume skips the groups already written.
+Embeddings are cached by text in OUT/embeddings.sqlite, so a rerun embeds nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+from ragloom.embed.registry import load_embedder
+from ragloom.eval.mining import (
+    feature_header,
+    load_mining_specs,
+    mine_questions,
+    mine_repo,
+)
+from ragloom.eval.swebench import EmbeddingCache
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--repos", type=Path, default=ROOT / "scripts" / "ltr_repos.toml")
+    ap.add_argument("--mirror-root", type=Path, default=Path("/work/.mirror"))
+    ap.add_argument("--out", type=Path, default=Path("eval-out/ltr"))
+    ap.add_argument("--repo", action="append", default=[], help="only this one (repeatable)")
+    ap.add_argument("--questions", type=int, default=60, help="questions per repository")
+    ap.add_argument("--questions-only", action="store_true", help="write the questions only")
+    ap.add_argument("--resume", action="store_true")
+    args = ap.parse_args(argv)
+
+    specs = load_mining_specs(tomllib.loads(args.repos.read_text(encoding="utf-8")))
+    if args.repo:
+        want = {r.lower() for r in args.repo}
+        specs = [s for s in specs if s.repo.lower() in want or s.repo.split("/")[1] in want]
+        if not specs:
+            print(f"no repository of {args.repos} matches {args.repo}", file=sys.stderr)
+            return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "meta.json").write_text(
+        json.dumps(feature_header(), indent=1, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    embedder = None
+    t_all = time.perf_counter()
+    for spec in specs:
+        stem = spec.repo.replace("/", "+")
+        qs = mine_questions(spec, args.mirror_root, max_questions=args.questions)
+        lines = [
+            json.dumps(
+                {
+                    "commit": q.commit,
+                    "gold_files": list(q.gold_files),
+                    "id": q.id,
+                    "parent": q.parent,
+                    "query": q.query,
+                    "repo": q.repo,
+                    "split": q.split,
+                    "timestamp": q.timestamp,
+                },
+                sort_keys=True,
+                ensure_ascii=False,
+            )
+            for q in qs
+        ]
+        (args.out / f"questions-{stem}.jsonl").write_text(
+            "".join(line + "\n" for line in lines), encoding="utf-8"
+        )
+        print(f"== {spec.repo}: {len(qs)} questions", flush=True)
+        if args.questions_only:
+            continue
+        if embedder is None:
+            embedder = EmbeddingCache(load_embedder(None), args.out / "embeddings.sqlite")
+        groups = args.out / f"groups-{stem}.jsonl"
+        done: set[str] = set()
+        if args.resume and groups.exists():
+            done = {json.loads(x)["id"] for x in groups.read_text("utf-8").splitlines() if x}
+        elif groups.exists():
+            groups.unlink()
+        with groups.open("a", encoding="utf-8") as fh:
+
+            def write(g: dict[str, object], fh=fh) -> None:  # type: ignore[no-untyped-def]
+                fh.write(json.dumps(g, sort_keys=True, ensure_ascii=False) + "\n")
+                fh.flush()
+
+            mine_repo(
+                spec,
+                qs,
+                mirror_root=args.mirror_root,
+                work_dir=args.out / "work",
+                embedder=embedder,
+                on_group=write,
+                done=done,
+                progress=lambda m: print(f"[{time.perf_counter() - t_all:7.0f}s] {m}", flush=True),
+            )
+    if embedder is not None:
+        embedder.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

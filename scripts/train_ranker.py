@@ -1,0 +1,228 @@
+"""Train the learned ranking stage's model on mined groups (issue 22; docs/ranking.md "Learned
+ranking").
+
+    pip install -e '.[learn]'
+    python scripts/train_ranker.py [--data eval-out/ltr] [--out src/ragloom/retrieve/models/ranker.json]
+
+Reads OUT/groups-*.jsonl (scripts/mine_ranking_data.py), fits LightGBM LambdaRank (fixed seed,
+deterministic, one thread: the same groups give the same model bytes) and a linear pairwise
+model on the ``train`` split, and reports file-level MRR@10 and recall@10 on the ``test`` split
+of every repository for the hand-set order (the candidates as the hand-set stages leave them),
+each model, and each model per language. ``--write KIND`` saves that model in the package's
+JSON form (ragloom.retrieve.ranker), with its provenance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragloom.eval.mining import load_groups
+from ragloom.retrieve.ranker import RankerModel, from_lightgbm_dump
+from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = 20261126
+TREE_PARAMS: dict[str, Any] = {
+    "objective": "lambdarank",
+    "metric": "ndcg",
+    "ndcg_eval_at": [10],
+    "learning_rate": 0.05,
+    "num_leaves": 15,
+    "min_data_in_leaf": 50,
+    "feature_fraction": 0.8,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "lambdarank_truncation_level": 20,
+    "seed": SEED,
+    "deterministic": True,
+    "force_row_wise": True,
+    "num_threads": 1,
+    "verbose": -1,
+}
+ROUNDS = 200
+
+
+def file_metrics(
+    paths: Sequence[str], gold: Sequence[str], order: np.ndarray
+) -> tuple[float, float]:
+    """(MRR@10, recall@10) of the files of ``paths`` taken in ``order``, first seen first."""
+    files = list(dict.fromkeys(paths[i] for i in order))[:10]
+    g = set(gold)
+    rr = next((1.0 / k for k, f in enumerate(files, 1) if f in g), 0.0)
+    return rr, len(g & set(files)) / len(g) if g else 0.0
+
+
+def evaluate(
+    groups: Sequence[dict[str, Any]], score: Callable[[np.ndarray], np.ndarray] | None
+) -> dict[str, tuple[float, float, int]]:
+    """Per repository (and ``all``): mean MRR@10, mean recall@10 and the question count."""
+    per: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for g in groups:
+        x = np.asarray(g["x"], dtype=np.float32)
+        if score is None or len(x) == 0:
+            order = np.arange(len(x))
+        else:
+            s = score(x)
+            order = np.lexsort((np.arange(len(x)), -s))
+        m = file_metrics(g["paths"], g["gold_files"], order)
+        per[g["repo"]].append(m)
+        per["all"].append(m)
+        per["lang:" + g["language"]].append(m)
+    return {
+        k: (statistics.fmean(a for a, _ in v), statistics.fmean(b for _, b in v), len(v))
+        for k, v in per.items()
+    }
+
+
+def _matrix(groups: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    xs, ys, sizes = [], [], []
+    for g in groups:
+        if not g["x"]:
+            continue
+        xs.append(np.asarray(g["x"], dtype=np.float64))
+        ys.append(np.asarray(g["labels"], dtype=np.float64))
+        sizes.append(len(g["x"]))
+    return np.vstack(xs), np.concatenate(ys), sizes
+
+
+def fit_trees(train: Sequence[dict[str, Any]], rounds: int = ROUNDS) -> RankerModel:
+    import lightgbm as lgb
+
+    x, y, sizes = _matrix(train)
+    ds = lgb.Dataset(x, label=y, group=sizes, feature_name=list(FEATURE_NAMES), free_raw_data=False)
+    booster = lgb.train(TREE_PARAMS, ds, num_boost_round=rounds)
+    meta = {
+        "trainer": f"lightgbm {lgb.__version__} lambdarank",
+        "rounds": rounds,
+        "params": {k: v for k, v in TREE_PARAMS.items() if k != "ndcg_eval_at"},
+        "train_groups": len(sizes),
+        "train_rows": len(y),
+    }
+    return from_lightgbm_dump(
+        booster.dump_model(), features=FEATURES_VERSION, names=FEATURE_NAMES, meta=meta
+    )
+
+
+def fit_linear(
+    train: Sequence[dict[str, Any]], steps: int = 300, lr: float = 0.5, l2: float = 1e-3
+) -> RankerModel:
+    """A pairwise logistic (RankNet) linear model: every positive against every negative of
+    its group, full-batch gradient descent from zero (deterministic)."""
+    x, _, _ = _matrix(train)
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    diffs = []
+    for g in train:
+        if not g["x"]:
+            continue
+        gx = (np.asarray(g["x"], dtype=np.float64) - mean) / scale
+        lab = np.asarray(g["labels"])
+        pos, neg = gx[lab == 1], gx[lab == 0]
+        if len(pos) and len(neg):
+            d = (pos[:, None, :] - neg[None, :, :]).reshape(-1, gx.shape[1])
+            w = 1.0 / len(d)  # each question weighs the same
+            diffs.append((d, w))
+    wvec = np.zeros(x.shape[1])
+    total = sum(w * len(d) for d, w in diffs)
+    for _ in range(steps):
+        grad = l2 * wvec
+        for d, w in diffs:
+            z = d @ wvec
+            grad -= w * (d.T @ (1.0 / (1.0 + np.exp(z)))) / total
+        wvec -= lr * grad
+    meta = {
+        "trainer": "pairwise logistic (numpy)",
+        "steps": steps,
+        "lr": lr,
+        "l2": l2,
+        "train_groups": len(diffs),
+    }
+    empty_i = np.zeros((0, 1), dtype=np.int32)
+    empty_f = np.zeros((0, 1), dtype=np.float64)
+    return RankerModel(
+        "linear",
+        FEATURES_VERSION,
+        tuple(FEATURE_NAMES),
+        meta,
+        empty_i,
+        empty_f,
+        empty_i,
+        empty_i,
+        empty_f,
+        0,
+        wvec,
+        mean,
+        scale,
+        0.0,
+    )
+
+
+def _fmt(res: dict[str, tuple[float, float, int]], key: str) -> str:
+    m, r, _n = res.get(key, (0.0, 0.0, 0))
+    return f"{m:.3f} / {r:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--data", type=Path, default=Path("eval-out/ltr"))
+    ap.add_argument(
+        "--out", type=Path, default=ROOT / "src" / "ragloom" / "retrieve" / "models" / "ranker.json"
+    )
+    ap.add_argument("--write", choices=["trees", "linear"], help="save this model to --out")
+    ap.add_argument("--rounds", type=int, default=ROUNDS)
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args(argv)
+    files = sorted(args.data.glob("groups-*.jsonl"))
+    if not files:
+        print(f"no groups under {args.data}: run scripts/mine_ranking_data.py", file=sys.stderr)
+        return 2
+    groups = load_groups(files)
+    train = [g for g in groups if g["split"] == "train"]
+    test = [g for g in groups if g["split"] == "test"]
+    repos = sorted({g["repo"] for g in groups})
+    print(
+        f"{len(groups)} groups of {len(repos)} repositories: {len(train)} train, {len(test)} test"
+    )
+    models = {"trees": fit_trees(train, args.rounds), "linear": fit_linear(train)}
+    results = {"handset": evaluate(test, None)}
+    for name, m in models.items():
+        results[name] = evaluate(test, m.predict)
+    keys = ["all", *sorted(k for k in results["handset"] if k.startswith("lang:")), *repos]
+    print("\ntest split, file MRR@10 / recall@10\n")
+    print("| repository | n | handset | trees | linear |")
+    print("|---|---:|---:|---:|---:|")
+    for k in keys:
+        n = results["handset"].get(k, (0, 0, 0))[2]
+        print(f"| {k} | {n} | " + " | ".join(_fmt(results[m], k) for m in results) + " |")
+    if args.json:
+        print(json.dumps({m: {k: list(v) for k, v in r.items()} for m, r in results.items()}))
+    if args.write:
+        model = models[args.write]
+        meta = dict(model.meta)
+        meta.update(
+            {
+                "data": sorted(f.name for f in files),
+                "repositories": len(repos),
+                "test_mrr10": round(results[args.write]["all"][0], 4),
+                "test_mrr10_handset": round(results["handset"]["all"][0], 4),
+            }
+        )
+        out = RankerModel(**{**{f: getattr(model, f) for f in model.__slots__}, "meta": meta})  # type: ignore[attr-defined]
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out.to_dict(), sort_keys=True) + "\n", encoding="utf-8")
+        print(f"\nwrote {args.write} model ({out.digest}) -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,296 @@
+"""Training data for the learned ranking stage, mined from outside repositories' history
+(issue 22, item 1; docs/ranking.md "Learned ranking").
+
+For each repository of a list (``scripts/ltr_repos.toml``), the qualifying commits (the rules of
+:mod:`ragloom.eval.gitdata`: a real message, 1 to 5 library source files modified) are the
+questions: the cleaned commit message asks, and the library source files the commit modified
+are the answer. Each question is asked *at its parent commit*: the work tree is checked out at
+the parent with no ref but HEAD (so the history ragloom reads ends there), indexed
+incrementally with its history, and searched with the hand-set ``hybrid``; the candidates and
+their evidence are taken where the learned stage will run
+(:func:`ragloom.retrieve.stages.features.candidate_features`, through ``tapped``). A group is
+one question: its candidates' feature rows, their paths and their labels (1 when the path is a
+gold file).
+
+Per repository the newest ``max_questions`` qualifying commits older than ``before`` (where
+given) are taken and split by time: the older ``tune_share`` to ``train``, the rest to ``test``.
+Groups are written as JSON Lines with rounded features and sorted keys, so that the same
+mirrors give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragloom.embed.base import Embedder
+from ragloom.eval.gitdata import (
+    MAX_SOURCE_FILES,
+    MIN_WORDS,
+    clean_message,
+    path_role,
+    read_commits,
+    skip_reason,
+    word_count,
+)
+from ragloom.eval.swebench import _checkout
+from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION, tapped
+
+__all__ = [
+    "RESERVED_REPOS",
+    "MinedQuestion",
+    "MiningSpec",
+    "load_mining_specs",
+    "mine_questions",
+    "mine_repo",
+]
+
+RESERVED_REPOS = frozenset(
+    {
+        # reserved for an outside check
+        "pallets/click",
+        "pallets/flask",
+        "psf/requests",
+        "encode/httpx",
+        "gin-gonic/gin",
+        # the SWE-bench repositories: their histories hold the fixes the evaluation asks for
+        "django/django",
+        "sympy/sympy",
+        "scikit-learn/scikit-learn",
+        "matplotlib/matplotlib",
+        "sphinx-doc/sphinx",
+        "astropy/astropy",
+        "pydata/xarray",
+        "pytest-dev/pytest",
+        "pylint-dev/pylint",
+        "mwaskom/seaborn",
+    }
+)
+"""Repositories never mined (issue 22): the reserved ones and the SWE-bench ones."""
+DEFAULT_QUESTIONS = 60
+DEFAULT_TUNE_SHARE = 0.5
+SEARCH_TOP_K = 50
+FEATURE_DECIMALS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class MiningSpec:
+    """One ``[[repo]]`` of ``scripts/ltr_repos.toml``."""
+
+    repo: str
+    """``owner/name``."""
+    language: str
+    git_dir: str
+    """The bare git directory, relative to the mirror root."""
+    commit: str
+    """The pinned newest commit: questions come from its ancestors."""
+    before: str = ""
+    """Only commits older than this ISO date (a repository whose newer history is held back
+    for another evaluation)."""
+
+
+def load_mining_specs(data: Mapping[str, Any]) -> list[MiningSpec]:
+    """Specs from parsed TOML; a reserved or repeated repository is an error."""
+    rows = data.get("repo")
+    if not isinstance(rows, list) or not rows:
+        raise ValueError("the repository list has no [[repo]] entries")
+    out: list[MiningSpec] = []
+    seen: set[str] = set()
+    for row in rows:
+        spec = MiningSpec(
+            repo=str(row["repo"]),
+            language=str(row["language"]),
+            git_dir=str(row["git_dir"]),
+            commit=str(row["commit"]),
+            before=str(row.get("before", "")),
+        )
+        if spec.repo.lower() in RESERVED_REPOS:
+            raise ValueError(f"{spec.repo} may not be mined (reserved or a SWE-bench repository)")
+        if spec.repo in seen:
+            raise ValueError(f"{spec.repo} is listed twice")
+        seen.add(spec.repo)
+        out.append(spec)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class MinedQuestion:
+    id: str
+    repo: str
+    language: str
+    commit: str
+    parent: str
+    timestamp: int
+    query: str
+    gold_files: tuple[str, ...]
+    split: str
+
+
+def _parent(git_dir: Path, sha: str) -> str | None:
+    proc = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "rev-parse", "--verify", "--quiet", f"{sha}^1"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip() or None
+
+
+def _iso_ts(date: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(date.replace("Z", "+00:00")).timestamp())
+
+
+def mine_questions(
+    spec: MiningSpec,
+    mirror_root: Path,
+    *,
+    max_questions: int = DEFAULT_QUESTIONS,
+    tune_share: float = DEFAULT_TUNE_SHARE,
+) -> list[MinedQuestion]:
+    """The repository's questions, oldest first (see the module docstring)."""
+    git_dir = mirror_root / spec.git_dir
+    limit = _iso_ts(spec.before) if spec.before else None
+    chosen: list[tuple[int, str, str, tuple[str, ...]]] = []
+    seen: set[str] = set()
+    # newest first: the first time a text is seen is its newest commit
+    for c in read_commits(git_dir, spec.commit):
+        if limit is not None and c.timestamp >= limit:
+            continue
+        if skip_reason(c.message, c.author, c.email) is not None:
+            continue
+        source = {p for _, p in c.changes if path_role(p) == "source"}
+        gold = tuple(sorted({p for st, p in c.changes if st in ("M", "T") and p in source}))
+        if not gold or len(source) > MAX_SOURCE_FILES:
+            continue
+        query = clean_message(c.message)
+        key = query.lower()
+        if word_count(query) < MIN_WORDS or key in seen:
+            continue
+        seen.add(key)
+        chosen.append((c.timestamp, c.sha, query, gold))
+        if len(chosen) >= max_questions:
+            break
+    chosen.sort()
+    n_train = int(len(chosen) * tune_share)
+    out: list[MinedQuestion] = []
+    for i, (ts, sha, query, gold) in enumerate(chosen):
+        parent = _parent(git_dir, sha)
+        if parent is None:
+            continue
+        out.append(
+            MinedQuestion(
+                id=f"{spec.repo}@{sha[:12]}",
+                repo=spec.repo,
+                language=spec.language,
+                commit=sha,
+                parent=parent,
+                timestamp=ts,
+                query=query,
+                gold_files=gold,
+                split="train" if i < n_train else "test",
+            )
+        )
+    return out
+
+
+def _group(q: MinedQuestion, paths: Sequence[str], x: np.ndarray) -> dict[str, Any]:
+    gold = set(q.gold_files)
+    return {
+        "id": q.id,
+        "repo": q.repo,
+        "language": q.language,
+        "split": q.split,
+        "query": q.query,
+        "gold_files": list(q.gold_files),
+        "features": FEATURES_VERSION,
+        "paths": list(paths),
+        "labels": [int(p in gold) for p in paths],
+        "x": [[round(float(v), FEATURE_DECIMALS) for v in row] for row in x],
+    }
+
+
+def _capture(
+    into: list[tuple[list[str], np.ndarray]],
+) -> Callable[[Any, list[int], np.ndarray], None]:
+    """A tap that keeps each query's candidate paths and features in ``into``."""
+
+    def tap(state: Any, rowids: list[int], x: np.ndarray) -> None:
+        info = state.source.chunk_info(rowids)
+        into.append(([info[r][0] if r in info else "" for r in rowids], x))
+
+    return tap
+
+
+def mine_repo(
+    spec: MiningSpec,
+    questions: Iterable[MinedQuestion],
+    *,
+    mirror_root: Path,
+    work_dir: Path,
+    embedder: Embedder,
+    on_group: Callable[[dict[str, Any]], None],
+    done: set[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> int:
+    """Ask each question at its parent commit and hand its group to ``on_group``; questions
+    whose id is in ``done`` are skipped (a resumed run). Returns the groups written."""
+    import ragloom
+
+    mirror = mirror_root / spec.git_dir
+    work = work_dir / spec.repo.replace("/", "+")
+    n = 0
+    for q in questions:
+        if done and q.id in done:
+            continue
+        t0 = time.perf_counter()
+        _checkout(mirror, work, q.parent)
+        index = ragloom.open(work, embedder=embedder)
+        try:
+            index.index(history=True)
+            t_index = time.perf_counter() - t0
+            captured: list[tuple[list[str], np.ndarray]] = []
+            with tapped(_capture(captured)):
+                index.search(q.query, top_k=SEARCH_TOP_K, strategy="hybrid")
+        finally:
+            index.close()
+        if captured:
+            paths, x = captured[0]
+            on_group(_group(q, paths, x))
+            n += 1
+        if progress:
+            progress(
+                f"{q.id}: indexed in {t_index:.1f}s, asked in "
+                f"{time.perf_counter() - t0 - t_index:.1f}s"
+            )
+    return n
+
+
+def feature_header() -> dict[str, Any]:
+    """What a groups file was mined with (the first line of ``meta.json``)."""
+    return {"features": FEATURES_VERSION, "names": list(FEATURE_NAMES)}
+
+
+def load_groups(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Groups of one or more JSON Lines files; every group must carry this feature set."""
+    out: list[dict[str, Any]] = []
+    for p in paths:
+        for line in p.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            g = json.loads(line)
+            if g.get("features") != FEATURES_VERSION:
+                raise ValueError(
+                    f"{p}: group {g.get('id')} has features {g.get('features')!r}, "
+                    f"not {FEATURES_VERSION!r}: mine again"
+                )
+            out.append(g)
+    return out

@@ -1,0 +1,304 @@
+"""A learned ranking model, evaluated with numpy alone (issue 22; docs/ranking.md "Learned
+ranking").
+
+Training (``scripts/train_ranker.py``) uses LightGBM's LambdaRank, an optional dependency
+(``pip install ragloom[learn]``); what ships is this module's JSON form of the fitted model, so
+ranking needs no LightGBM at run time. Two kinds of model have the one interface:
+
+- ``trees``: a sum of regression trees (LightGBM's dump, flattened into arrays and walked for
+  every candidate and every tree at once, one level per step);
+- ``linear``: a weighted sum of standardised features.
+
+Every model names the feature set it was fitted on (:data:`~ragloom.retrieve.stages.features.
+FEATURES_VERSION`) and its columns; :func:`load_model` refuses a model of another feature set
+with :class:`RankerModelError`, so nothing ranks with garbage. :meth:`RankerModel.contributions`
+gives each feature's share of a candidate's score (exact for ``linear``; for ``trees``, the
+change in the node's mean value at each split the candidate passed, which sums to its score
+minus the ensemble's mean, "Saabas" attribution), for ``--explain``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragloom.errors import ConfigError
+
+__all__ = [
+    "RankerModel",
+    "RankerModelError",
+    "from_lightgbm_dump",
+    "load_model",
+    "model_from_dict",
+]
+
+MODEL_FORMAT = "ragloom-ranker-1"
+
+
+class RankerModelError(ConfigError):
+    """A ranking model that cannot be used: unreadable, of another format, or fitted on
+    features other than the ones this ragloom computes."""
+
+
+@dataclass(frozen=True, slots=True)
+class RankerModel:
+    """A fitted scorer of feature rows (higher ranks first)."""
+
+    kind: str
+    """``trees`` or ``linear``."""
+    features: str
+    """The feature set it was fitted on."""
+    names: tuple[str, ...]
+    """Its columns, in order."""
+    meta: Mapping[str, Any]
+    """Provenance: training data, seed, counts, figures."""
+    # trees: (T, N) arrays of the nodes of every tree, padded; leaves have feature -1
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    """The output of a leaf; the mean output of the node's leaves for an inner node."""
+    depth: int
+    # linear: score = sum(weight * (x - mean) / scale) + bias
+    weight: np.ndarray
+    mean: np.ndarray
+    scale: np.ndarray
+    bias: float
+
+    @property
+    def digest(self) -> str:
+        """A short hash of the model's content (shown by ``status`` and in explain)."""
+        h = hashlib.sha256()
+        for a in (self.feature, self.threshold, self.left, self.right, self.value, self.weight):
+            h.update(np.ascontiguousarray(a).tobytes())
+        h.update(self.kind.encode())
+        return h.hexdigest()[:12]
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """One score per row of ``x`` (rows of :attr:`names`)."""
+        if x.ndim != 2 or x.shape[1] != len(self.names):
+            raise RankerModelError(
+                f"the model takes {len(self.names)} features, got a matrix of shape {x.shape}"
+            )
+        if self.kind == "linear":
+            return np.asarray(((x - self.mean) / self.scale) @ self.weight + self.bias)
+        node = self._walk(x)[-1]
+        return np.asarray(self.value[np.arange(self.value.shape[0])[None, :], node].sum(axis=1))
+
+    def contributions(self, x: np.ndarray) -> np.ndarray:
+        """Each feature's share of each row's score, shape ``(rows, features)``."""
+        if self.kind == "linear":
+            return np.asarray(((x - self.mean) / self.scale) * self.weight)
+        out = np.zeros(x.shape, dtype=np.float64)
+        path = self._walk(x)
+        trees = np.arange(self.value.shape[0])[None, :]
+        rows = np.arange(x.shape[0])[:, None]
+        for before, after in itertools.pairwise(path):
+            moved = after != before
+            if not moved.any():
+                break
+            feat = self.feature[trees, before]
+            delta = self.value[trees, after] - self.value[trees, before]
+            np.add.at(out, (np.broadcast_to(rows, feat.shape)[moved], feat[moved]), delta[moved])
+        return out
+
+    def _walk(self, x: np.ndarray) -> list[np.ndarray]:
+        """The node every row is at in every tree, level by level: ``depth + 1`` arrays of
+        shape ``(rows, trees)``, the root first and the leaves last."""
+        n, t = x.shape[0], self.feature.shape[0]
+        trees = np.arange(t)[None, :]
+        node = np.zeros((n, t), dtype=np.int32)
+        path = [node]
+        rows = np.arange(n)[:, None]
+        for _ in range(self.depth):
+            feat = self.feature[trees, node]
+            inner = feat >= 0
+            if not inner.any():
+                break
+            xv = x[rows, np.where(inner, feat, 0)]
+            go_left = xv <= self.threshold[trees, node]
+            nxt = np.where(go_left, self.left[trees, node], self.right[trees, node])
+            node = np.where(inner, nxt, node).astype(np.int32)
+            path.append(node)
+        return path
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "format": MODEL_FORMAT,
+            "kind": self.kind,
+            "features": self.features,
+            "names": list(self.names),
+            "meta": dict(self.meta),
+        }
+        if self.kind == "linear":
+            out["linear"] = {
+                "weight": [float(v) for v in self.weight],
+                "mean": [float(v) for v in self.mean],
+                "scale": [float(v) for v in self.scale],
+                "bias": float(self.bias),
+            }
+        else:
+            out["trees"] = {
+                "feature": self.feature.tolist(),
+                "threshold": [[float(v) for v in r] for r in self.threshold],
+                "left": self.left.tolist(),
+                "right": self.right.tolist(),
+                "value": [[float(v) for v in r] for r in self.value],
+                "depth": self.depth,
+            }
+        return out
+
+
+_EMPTY_I = np.zeros((0, 1), dtype=np.int32)
+_EMPTY_F = np.zeros((0, 1), dtype=np.float64)
+
+
+def model_from_dict(
+    data: Mapping[str, Any], *, features: str | None = None, names: Sequence[str] | None = None
+) -> RankerModel:
+    """A model from its JSON form; with ``features`` / ``names`` (what this ragloom computes),
+    a model fitted on another feature set is refused (:class:`RankerModelError`)."""
+    if data.get("format") != MODEL_FORMAT:
+        raise RankerModelError(f"not a ragloom ranking model (format {data.get('format')!r})")
+    model_features = str(data.get("features"))
+    model_names = tuple(str(n) for n in data.get("names", ()))
+    if features is not None and model_features != features:
+        raise RankerModelError(
+            f"the ranking model was fitted on features {model_features!r}, but this ragloom "
+            f"computes {features!r}: train it again (scripts/train_ranker.py) or use +handset"
+        )
+    if names is not None and model_names != tuple(names):
+        raise RankerModelError(
+            "the ranking model's feature columns differ from this ragloom's: train it again"
+        )
+    kind = str(data.get("kind"))
+    meta = dict(data.get("meta", {}))
+    if kind == "linear":
+        lin = data["linear"]
+        return RankerModel(
+            kind,
+            model_features,
+            model_names,
+            meta,
+            _EMPTY_I,
+            _EMPTY_F,
+            _EMPTY_I,
+            _EMPTY_I,
+            _EMPTY_F,
+            0,
+            np.asarray(lin["weight"], dtype=np.float64),
+            np.asarray(lin["mean"], dtype=np.float64),
+            np.asarray(lin["scale"], dtype=np.float64),
+            float(lin["bias"]),
+        )
+    if kind == "trees":
+        tr = data["trees"]
+        empty = np.zeros(len(model_names))
+        return RankerModel(
+            kind,
+            model_features,
+            model_names,
+            meta,
+            np.asarray(tr["feature"], dtype=np.int32),
+            np.asarray(tr["threshold"], dtype=np.float64),
+            np.asarray(tr["left"], dtype=np.int32),
+            np.asarray(tr["right"], dtype=np.int32),
+            np.asarray(tr["value"], dtype=np.float64),
+            int(tr["depth"]),
+            empty,
+            empty,
+            np.ones(len(model_names)),
+            0.0,
+        )
+    raise RankerModelError(f"unknown ranking model kind {kind!r}")
+
+
+def load_model(
+    path: Path, *, features: str | None = None, names: Sequence[str] | None = None
+) -> RankerModel:
+    """:func:`model_from_dict` of a JSON file (:class:`RankerModelError` when unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RankerModelError(f"cannot read the ranking model {path}: {exc}") from exc
+    return model_from_dict(data, features=features, names=names)
+
+
+def from_lightgbm_dump(
+    dump: Mapping[str, Any], *, features: str, names: Sequence[str], meta: Mapping[str, Any]
+) -> RankerModel:
+    """The trees of ``Booster.dump_model()`` as a :class:`RankerModel` (numerical splits on
+    ``<=`` only, which is all the features here need)."""
+    trees = dump["tree_info"]
+    flat: list[tuple[list[int], list[float], list[int], list[int], list[float]]] = []
+    depth = 0
+    for t in trees:
+        feat: list[int] = []
+        thr: list[float] = []
+        left: list[int] = []
+        right: list[int] = []
+        val: list[float] = []
+
+        def add(
+            node: Mapping[str, Any],
+            level: int,
+            feat: list[int] = feat,
+            thr: list[float] = thr,
+            left: list[int] = left,
+            right: list[int] = right,
+            val: list[float] = val,
+        ) -> int:
+            nonlocal depth
+            depth = max(depth, level)
+            i = len(feat)
+            feat.append(-1)
+            thr.append(0.0)
+            left.append(i)
+            right.append(i)
+            if "leaf_value" in node:
+                val.append(float(node["leaf_value"]))
+                return i
+            if node.get("decision_type", "<=") != "<=":
+                raise RankerModelError(f"unsupported split {node.get('decision_type')!r}")
+            val.append(float(node.get("internal_value", 0.0)))
+            feat[i] = int(node["split_feature"])
+            thr[i] = float(node["threshold"])
+            left[i] = add(node["left_child"], level + 1)
+            right[i] = add(node["right_child"], level + 1)
+            return i
+
+        add(t["tree_structure"], 0)
+        flat.append((feat, thr, left, right, val))
+    width = max((len(f[0]) for f in flat), default=1)
+
+    def pad(k: int, fill: float, dtype: Any) -> np.ndarray:
+        a = np.full((len(flat), width), fill, dtype=dtype)
+        for i, f in enumerate(flat):
+            a[i, : len(f[k])] = f[k]
+        return a
+
+    empty = np.zeros(len(names))
+    return RankerModel(
+        "trees",
+        features,
+        tuple(names),
+        dict(meta),
+        pad(0, -1, np.int32),
+        pad(1, 0.0, np.float64),
+        pad(2, 0, np.int32),
+        pad(3, 0, np.int32),
+        pad(4, 0.0, np.float64),
+        depth,
+        empty,
+        empty,
+        np.ones(len(names)),
+        0.0,
+    )

@@ -1,0 +1,213 @@
+"""What a learned ranker sees of each candidate (issue 22; docs/ranking.md "Learned ranking").
+
+:func:`candidate_features` turns a query's :class:`~ragloom.retrieve.stages.base.RankState`,
+at the place the learned stage runs (after the hand-set stages that add evidence, before heads
+and MMR), into one row of :data:`FEATURE_NAMES` per candidate among the first
+:data:`MAX_CANDIDATES`: the candidate's own evidence (its place and score after the hand-set
+stages, each modality's rank and score, role, declaration, what each stage added), its file's
+evidence (how many of its chunks are candidates and their best places), how its path meets the
+question's words, and what kind of question it is. The same function builds the training data
+(:mod:`ragloom.eval.mining`, through :func:`tap_features`) and scores at query time, so a model
+and the ranking it is used in see the same numbers. :data:`FEATURES_VERSION` names this set: a
+model fitted on another refuses to load.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import numpy as np
+
+from ragloom.retrieve.roles import change_request
+from ragloom.retrieve.stages.base import RankState, StageBase, issue_reading
+
+__all__ = [
+    "FEATURES_VERSION",
+    "FEATURE_NAMES",
+    "MAX_CANDIDATES",
+    "TapStage",
+    "candidate_features",
+    "tap_features",
+    "tapped",
+]
+
+FEATURES_VERSION = "ragloom-ltr-features-1"
+"""The name of this feature set; bump it whenever a feature is added, removed or changed."""
+MAX_CANDIDATES = 100
+"""Candidates the learned stage scores (the rest keep their order, after them)."""
+_ROLE_FEATURES = ("implementation", "test", "documentation", "example", "declaration")
+_NOTE_FEATURES = ("prior", "history", "co_change", "issue", "exact_match", "language_boost")
+_MISSING_RANK = 1000
+"""A modality that did not return the candidate counts it at this rank."""
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9]+")
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "log_rank",
+    "score_ratio",
+    "in_bm25",
+    "log_bm25_rank",
+    "bm25_ratio",
+    "in_dense",
+    "log_dense_rank",
+    "dense_score",
+    "dense_gap",
+    *(f"role_{r}" for r in _ROLE_FEATURES),
+    "declaration",
+    *(f"note_{n}" for n in _NOTE_FEATURES),
+    "file_log_chunks",
+    "file_log_best_rank",
+    "file_log_best_bm25",
+    "file_log_best_dense",
+    "file_rr_sum",
+    "file_first_chunk",
+    "path_depth",
+    "path_stem_in_query",
+    "path_word_share",
+    "query_issue",
+    "query_log_words",
+    "query_change",
+)
+"""The columns of :func:`candidate_features`, in order."""
+
+
+def _log_rank(rank: int | None) -> float:
+    return math.log1p(rank if rank is not None else _MISSING_RANK)
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD_RE.findall(text)}
+
+
+def _path_words(path: str) -> tuple[list[str], str]:
+    parts = path.lower().replace("\\", "/").split("/")
+    stem = parts[-1].rsplit(".", 1)[0]
+    words: list[str] = []
+    for p in [*parts[:-1], stem]:
+        words.extend(w for w in re.split(r"[^a-z0-9]+", p) if len(w) > 1)
+    return words, stem
+
+
+def candidate_features(
+    state: RankState, limit: int = MAX_CANDIDATES
+) -> tuple[list[int], np.ndarray]:
+    """The rowids of the first ``limit`` candidates of ``state.ranked`` and their feature
+    matrix (``float32``, one row each, columns :data:`FEATURE_NAMES`)."""
+    head = state.ranked[:limit]
+    rowids = [r for r, _ in head]
+    x = np.zeros((len(head), len(FEATURE_NAMES)), dtype=np.float32)
+    if not head:
+        return rowids, x
+    ev = state.evidence(rowids)
+    issue, text = issue_reading(state)
+    qwords = _words(
+        state.query if issue is None else text + " " + " ".join(t for t, _ in issue.terms[:32])
+    )
+    top = head[0][1] if head[0][1] > 0 else 1.0
+    bm25_top = max((e.scores.get("bm25", 0.0) for e in ev.values()), default=0.0) or 1.0
+    dense_top = max((e.scores.get("dense", -1.0) for e in ev.values()), default=0.0)
+    files: dict[str, list[int]] = {}
+    for i, r in enumerate(rowids):
+        files.setdefault(ev[r].path or f"#{r}", []).append(i)
+    query = (
+        1.0 if issue is not None else 0.0,
+        math.log1p(len(state.query.split())),
+        1.0 if change_request(text) else 0.0,
+    )
+    col = {n: i for i, n in enumerate(FEATURE_NAMES)}
+    for i, r in enumerate(rowids):
+        e = ev[r]
+        row = x[i]
+        row[col["log_rank"]] = math.log1p(i + 1)
+        row[col["score_ratio"]] = head[i][1] / top
+        b = e.ranks.get("bm25")
+        row[col["in_bm25"]] = b is not None
+        row[col["log_bm25_rank"]] = _log_rank(b)
+        row[col["bm25_ratio"]] = e.scores.get("bm25", 0.0) / bm25_top
+        d = e.ranks.get("dense")
+        row[col["in_dense"]] = d is not None
+        row[col["log_dense_rank"]] = _log_rank(d)
+        ds = e.scores.get("dense")
+        row[col["dense_score"]] = ds if ds is not None else 0.0
+        row[col["dense_gap"]] = (dense_top - ds) if ds is not None else 1.0
+        for role in _ROLE_FEATURES:
+            row[col[f"role_{role}"]] = e.role == role
+        row[col["declaration"]] = bool(e.declaration)
+        for n in _NOTE_FEATURES:
+            v = e.notes.get(n)
+            row[col[f"note_{n}"]] = float(v) if isinstance(v, (int, float)) else 0.0
+        path = e.path or ""
+        words, stem = _path_words(path)
+        row[col["path_depth"]] = path.count("/")
+        row[col["path_stem_in_query"]] = stem in qwords
+        row[col["path_word_share"]] = sum(w in qwords for w in words) / len(words) if words else 0.0
+        row[col["query_issue"]], row[col["query_log_words"]], row[col["query_change"]] = query
+    for members in files.values():
+        ranks = [i + 1 for i in members]
+        bm = [ev[rowids[i]].ranks.get("bm25") for i in members]
+        de = [ev[rowids[i]].ranks.get("dense") for i in members]
+        agg = (
+            math.log1p(len(members)),
+            math.log1p(min(ranks)),
+            _log_rank(min((v for v in bm if v is not None), default=None)),
+            _log_rank(min((v for v in de if v is not None), default=None)),
+            sum(1.0 / (10 + k) for k in ranks),
+        )
+        for j, i in enumerate(members):
+            row = x[i]
+            (
+                row[col["file_log_chunks"]],
+                row[col["file_log_best_rank"]],
+                row[col["file_log_best_bm25"]],
+                row[col["file_log_best_dense"]],
+                row[col["file_rr_sum"]],
+            ) = agg
+            row[col["file_first_chunk"]] = j == 0
+    return rowids, x
+
+
+# -- the tap: the features of every query run inside ``tapped`` ---------------------------------
+
+Tap = Callable[[RankState, list[int], np.ndarray], None]
+_TAP: ContextVar[Tap | None] = ContextVar("ragloom_feature_tap", default=None)
+
+
+def tap_features() -> Tap | None:
+    """The callback :func:`tapped` installed in this context, if any."""
+    return _TAP.get()
+
+
+@contextmanager
+def tapped(callback: Tap) -> Iterator[None]:
+    """Within the block, every hybrid query's pipeline hands ``callback`` its state and
+    :func:`candidate_features` at the learned stage's place (what training data is mined
+    from), whether or not a learned stage runs."""
+    token = _TAP.set(callback)
+    try:
+        yield
+    finally:
+        _TAP.reset(token)
+
+
+class TapStage(StageBase):
+    """Hands the candidates' features to the :func:`tapped` callback; changes nothing."""
+
+    name: str = "tap"
+    reads: frozenset[str] = frozenset({"query", "modalities", "role", "path"})
+    group: str = "priors"
+
+    def __init__(self, callback: Tap) -> None:
+        self.callback = callback
+
+    def apply(self, state: RankState) -> None:
+        rowids, x = candidate_features(state)
+        self.callback(state, rowids, x)
+
+
+def feature_index(names: Sequence[str]) -> list[int]:
+    """Columns of :data:`FEATURE_NAMES` for ``names`` (KeyError on an unknown one)."""
+    col = {n: i for i, n in enumerate(FEATURE_NAMES)}
+    return [col[n] for n in names]

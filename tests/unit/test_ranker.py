@@ -1,0 +1,120 @@
+"""RankerModel: the numpy walk of a tree ensemble, the linear form, attribution, refusal of a
+model fitted on other features, and (where LightGBM is installed) agreement with LightGBM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragloom.retrieve.ranker import (
+    RankerModel,
+    RankerModelError,
+    from_lightgbm_dump,
+    load_model,
+    model_from_dict,
+)
+
+NAMES = ("a", "b", "c")
+
+
+def _leaf(v: float) -> dict[str, float]:
+    return {"leaf_value": v}
+
+
+def _split(f: int, thr: float, left: dict, right: dict, value: float) -> dict:  # type: ignore[type-arg]
+    return {"split_feature": f, "threshold": thr, "decision_type": "<=", "internal_value": value,
+            "left_child": left, "right_child": right}  # fmt: skip
+
+
+DUMP = {
+    "tree_info": [
+        # a <= 0.5 ? (b <= 1 ? 1 : 2) : 3
+        {"tree_structure": _split(0, 0.5, _split(1, 1.0, _leaf(1.0), _leaf(2.0), 1.5), _leaf(3.0), 2.0)},
+        # c <= 0 ? -1 : 1
+        {"tree_structure": _split(2, 0.0, _leaf(-1.0), _leaf(1.0), 0.0)},
+        {"tree_structure": _leaf(0.25)},
+    ]
+}  # fmt: skip
+
+
+def _by_hand(x: np.ndarray) -> np.ndarray:
+    t1 = np.where(x[:, 0] <= 0.5, np.where(x[:, 1] <= 1.0, 1.0, 2.0), 3.0)
+    t2 = np.where(x[:, 2] <= 0.0, -1.0, 1.0)
+    return t1 + t2 + 0.25
+
+
+def _model() -> RankerModel:
+    return from_lightgbm_dump(DUMP, features="f1", names=NAMES, meta={})
+
+
+def test_trees_predict_as_walked_by_hand() -> None:
+    x = np.array([[0.0, 0.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, -1.0], [0.5, 1.0, 0.0]])
+    assert np.allclose(_model().predict(x), _by_hand(x))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(*[st.floats(-3, 3, allow_nan=False)] * 3), min_size=1, max_size=20))
+def test_trees_and_attribution_agree(rows: list[tuple[float, float, float]]) -> None:
+    x = np.array(rows, dtype=np.float64)
+    m = _model()
+    p = m.predict(x)
+    assert np.allclose(p, _by_hand(x))
+    # the shares of the features add up to the score minus the ensemble's root values
+    base = m.value[:, 0].sum()
+    assert np.allclose(m.contributions(x).sum(axis=1) + base, p)
+
+
+def test_linear_model_and_its_exact_shares() -> None:
+    data = {"format": "ragloom-ranker-1", "kind": "linear", "features": "f1", "names": list(NAMES),
+            "meta": {}, "linear": {"weight": [1.0, -2.0, 0.0], "mean": [0.0, 1.0, 0.0],
+                                   "scale": [1.0, 2.0, 1.0], "bias": 0.5}}  # fmt: skip
+    m = model_from_dict(data)
+    x = np.array([[1.0, 3.0, 7.0]])
+    assert m.predict(x)[0] == pytest.approx(1.0 - 2.0 * (3.0 - 1.0) / 2.0 + 0.5)
+    assert np.allclose(m.contributions(x), [[1.0, -2.0, 0.0]])
+
+
+def test_json_round_trip_is_exact(tmp_path: Path) -> None:
+    m = _model()
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(m.to_dict()))
+    back = load_model(p, features="f1", names=NAMES)
+    assert back.digest == m.digest
+    x = np.random.default_rng(0).normal(size=(30, 3))
+    assert np.array_equal(back.predict(x), m.predict(x))
+
+
+def test_a_model_of_other_features_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(_model().to_dict()))
+    with pytest.raises(RankerModelError, match="fitted on features 'f1'"):
+        load_model(p, features="f2", names=NAMES)
+    with pytest.raises(RankerModelError, match="columns differ"):
+        load_model(p, features="f1", names=("a", "b"))
+    with pytest.raises(RankerModelError, match="takes 3 features"):
+        _model().predict(np.zeros((2, 4)))
+    p.write_text("{not json")
+    with pytest.raises(RankerModelError, match="cannot read"):
+        load_model(p)
+    p.write_text(json.dumps({"format": "other"}))
+    with pytest.raises(RankerModelError, match="not a ragloom ranking model"):
+        load_model(p)
+
+
+def test_agrees_with_lightgbm() -> None:
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(400, 3))
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(float)
+    params = {"objective": "lambdarank", "num_leaves": 7, "min_data_in_leaf": 5, "verbose": -1,
+              "seed": 1, "deterministic": True, "num_threads": 1}  # fmt: skip
+    booster = lgb.train(params, lgb.Dataset(x, label=y, group=[20] * 20), num_boost_round=15)
+    m = from_lightgbm_dump(booster.dump_model(), features="f1", names=NAMES, meta={})
+    assert np.allclose(m.predict(x), booster.predict(x), atol=1e-9)
+    base = m.value[:, 0].sum()  # the trees' root values: what the shares are measured from
+    assert np.allclose(m.contributions(x).sum(axis=1) + base, booster.predict(x), atol=1e-9)

@@ -1,0 +1,97 @@
+"""The learned stage, its features and its switches: features are computed per candidate with
+file aggregates, the stage re-orders the head by the model's score keeping the scores' scale,
+explain names the features that moved a hit, and +learned / +handset turn it on and off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragloom.errors import ConfigError
+from ragloom.retrieve.ranker import RankerModel
+from ragloom.retrieve.stages.features import (
+    FEATURE_NAMES,
+    FEATURES_VERSION,
+    TapStage,
+    candidate_features,
+    tapped,
+)
+from ragloom.retrieve.stages.learned import LEARNED_DEFAULT, LearnedStage
+from ragloom.retrieve.stages.pipeline import build_stages, parse_search_spec
+from tests.unit.stage_fixtures import row, state
+
+ROWS = [row(1, "pkg/router.py"), row(2, "pkg/router.py"), row(3, "tests/test_app.py"),
+        row(4, "docs/guide.md", kind="section")]  # fmt: skip
+RANKED = [(3, 0.9), (1, 0.8), (4, 0.5), (2, 0.4)]
+COL = {n: i for i, n in enumerate(FEATURE_NAMES)}
+
+
+def _linear(weights: dict[str, float]) -> RankerModel:
+    w = np.array([weights.get(n, 0.0) for n in FEATURE_NAMES])
+    z = np.zeros((0, 1))
+    return RankerModel("linear", FEATURES_VERSION, FEATURE_NAMES, {}, z.astype(np.int32), z,
+                       z.astype(np.int32), z.astype(np.int32), z, 0, w,
+                       np.zeros(len(w)), np.ones(len(w)), 0.0)  # fmt: skip
+
+
+def _state(**kw: object):  # type: ignore[no-untyped-def]
+    st = state(list(RANKED), ROWS, query="router matches the wrong route", **kw)
+    st.modalities = {"bm25": [(1, 7.0), (3, 5.0)], "dense": [(3, 0.61), (2, 0.55), (4, 0.3)]}
+    st.notes = {3: {"prior": 0.5}}
+    return st
+
+
+def test_features_of_each_candidate_and_its_file() -> None:
+    rowids, x = candidate_features(_state())
+    assert rowids == [3, 1, 4, 2]
+    assert x.shape == (4, len(FEATURE_NAMES)) and x.dtype == np.float32
+    r1 = x[1]  # pkg/router.py, rank 2: BM25's best, not in dense
+    assert r1[COL["in_bm25"]] == 1 and r1[COL["bm25_ratio"]] == 1.0
+    assert r1[COL["in_dense"]] == 0 and r1[COL["dense_gap"]] == 1.0
+    assert r1[COL["role_implementation"]] == 1 and r1[COL["path_stem_in_query"]] == 1
+    assert r1[COL["file_log_chunks"]] == pytest.approx(np.log1p(2))  # two router.py chunks
+    assert r1[COL["file_first_chunk"]] == 1 and x[3][COL["file_first_chunk"]] == 0
+    assert x[3][COL["file_log_best_rank"]] == pytest.approx(np.log1p(2))  # its file's best
+    assert x[0][COL["role_test"]] == 1 and x[0][COL["note_prior"]] == pytest.approx(0.5)
+    assert x[0][COL["dense_score"]] == pytest.approx(0.61) and x[0][COL["dense_gap"]] == 0.0
+    assert (x[:, COL["query_issue"]] == 0).all()
+
+
+def test_no_candidates_no_rows() -> None:
+    rowids, x = candidate_features(state([], ROWS))
+    assert rowids == [] and x.shape == (0, len(FEATURE_NAMES))
+
+
+def test_stage_reorders_the_head_and_keeps_the_scores_scale() -> None:
+    st = _state(explain=True)
+    LearnedStage(_linear({"role_implementation": 1.0, "role_test": -1.0})).apply(st)
+    assert [r for r, _ in st.ranked] == [1, 2, 4, 3]  # implementation first, the test last
+    assert [s for _, s in st.ranked] == [0.9, 0.8, 0.5, 0.4]  # the places' scores, best first
+    assert st.notes[1]["learned"] == pytest.approx(1.0)
+    shares = st.notes[3]["learned_features"]
+    assert next(iter(shares)) == "role_test" and shares["role_test"] == pytest.approx(-1.0)
+
+
+def test_tap_sees_what_the_stage_sees() -> None:
+    seen: list[tuple[list[int], np.ndarray]] = []
+    st = _state()
+    TapStage(lambda s, r, x: seen.append((r, x))).apply(st)
+    rowids, x = candidate_features(_state())
+    assert seen[0][0] == rowids and np.array_equal(seen[0][1], x)
+    assert st.ranked == RANKED  # the tap changes nothing
+
+
+def test_switches() -> None:
+    assert parse_search_spec("hybrid+learned").runs_learned()
+    assert not parse_search_spec("hybrid+handset").runs_learned()
+    assert parse_search_spec("hybrid").runs_learned() is LEARNED_DEFAULT
+    assert not parse_search_spec("sparse+learned").runs_learned()  # hybrid only
+    assert not parse_search_spec("hybrid+seed+learned").runs_learned()  # tuned only
+    with pytest.raises(ConfigError, match=r"\+learned, \+handset"):
+        parse_search_spec("hybrid+learnt")
+    spec = parse_search_spec("hybrid+handset")
+    names = [s.name for s in build_stages(spec, spec.strategy)]
+    assert "learned" not in names and "tap" not in names
+    with tapped(lambda s, r, x: None):
+        names = [s.name for s in build_stages(spec, spec.strategy)]
+    assert names.index("tap") == names.index("exact") + 1

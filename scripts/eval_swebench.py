@@ -22,6 +22,7 @@ from pathlib import Path
 from ragloom.eval.swebench import (
     BUDGETS,
     EmbeddingCache,
+    _gold_files,
     build_questions,
     dump_questions,
     load_instances,
@@ -250,10 +251,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if wanted:
         methods = [m for m in wanted if m in methods]
     rows = [r for r in rows if r["method"] in methods]
+    title = f"SWE-bench localisation, split {args.split}"
+    if args.one_file:
+        # SWE-bench Lite keeps instances whose patch edits one file: the comparable subset
+        qs = {q.id: q for q in load_questions(args.out / "questions.jsonl")}
+        rows = [r for r in rows if len(_gold_files(qs[str(r["id"])], "papers")) == 1]
+        title += ", questions whose patch edits one non-test .py file"
     repos = sorted({str(r["repo"]) for r in rows})
-    parts = [
-        f"SWE-bench localisation, split {args.split} ({len({r['id'] for r in rows})} questions)"
-    ]
+    parts = [f"{title} ({len({r['id'] for r in rows})} questions)"]
     for protocol in ("papers", "product"):
         parts.append(f"\n### {protocol} protocol, all repositories\n")
         parts.append(
@@ -331,6 +336,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--markdown", type=Path)
     p.add_argument("--method", action="append", help="only these methods, in this order")
     p.add_argument("--main", action="store_true", help="the methods of docs/evaluation.md")
+    p.add_argument(
+        "--one-file", action="store_true", help="only questions with one gold file (as in Lite)"
+    )
     t = sub.add_parser("tune-report", help="the tuning grid on the tune split, best first")
     t.add_argument("--results", action="append", help="results file stem (repeatable)")
     args = ap.parse_args(argv)

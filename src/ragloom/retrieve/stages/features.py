@@ -78,6 +78,10 @@ def _log_rank(rank: int | None) -> float:
     return math.log1p(rank if rank is not None else _MISSING_RANK)
 
 
+def _note(v: object) -> float:
+    return float(v) if isinstance(v, (int, float)) else 0.0
+
+
 def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD_RE.findall(text)}
 
@@ -117,55 +121,50 @@ def candidate_features(
         math.log1p(len(state.query.split())),
         1.0 if change_request(text) else 0.0,
     )
-    col = {n: i for i, n in enumerate(FEATURE_NAMES)}
-    for i, r in enumerate(rowids):
-        e = ev[r]
-        row = x[i]
-        row[col["log_rank"]] = math.log1p(i + 1)
-        row[col["score_ratio"]] = head[i][1] / top
-        b = e.ranks.get("bm25")
-        row[col["in_bm25"]] = b is not None
-        row[col["log_bm25_rank"]] = _log_rank(b)
-        row[col["bm25_ratio"]] = e.scores.get("bm25", 0.0) / bm25_top
-        d = e.ranks.get("dense")
-        row[col["in_dense"]] = d is not None
-        row[col["log_dense_rank"]] = _log_rank(d)
-        ds = e.scores.get("dense")
-        row[col["dense_score"]] = ds if ds is not None else 0.0
-        row[col["dense_gap"]] = (dense_top - ds) if ds is not None else 1.0
-        for role in _ROLE_FEATURES:
-            row[col[f"role_{role}"]] = e.role == role
-        row[col["declaration"]] = bool(e.declaration)
-        for n in _NOTE_FEATURES:
-            v = e.notes.get(n)
-            row[col[f"note_{n}"]] = float(v) if isinstance(v, (int, float)) else 0.0
-        path = e.path or ""
-        words, stem = _path_words(path)
-        row[col["path_depth"]] = path.count("/")
-        row[col["path_stem_in_query"]] = stem in qwords
-        row[col["path_word_share"]] = sum(w in qwords for w in words) / len(words) if words else 0.0
-        row[col["query_issue"]], row[col["query_log_words"]], row[col["query_change"]] = query
-    for members in files.values():
+    aggs: dict[str, tuple[float, float, float, float, float]] = {}
+    for key, members in files.items():
         ranks = [i + 1 for i in members]
         bm = [ev[rowids[i]].ranks.get("bm25") for i in members]
         de = [ev[rowids[i]].ranks.get("dense") for i in members]
-        agg = (
+        aggs[key] = (
             math.log1p(len(members)),
             math.log1p(min(ranks)),
             _log_rank(min((v for v in bm if v is not None), default=None)),
             _log_rank(min((v for v in de if v is not None), default=None)),
             sum(1.0 / (10 + k) for k in ranks),
         )
-        for j, i in enumerate(members):
-            row = x[i]
-            (
-                row[col["file_log_chunks"]],
-                row[col["file_log_best_rank"]],
-                row[col["file_log_best_bm25"]],
-                row[col["file_log_best_dense"]],
-                row[col["file_rr_sum"]],
-            ) = agg
-            row[col["file_first_chunk"]] = j == 0
+    rows: list[list[float]] = []
+    for i, r in enumerate(rowids):
+        e = ev[r]
+        b = e.ranks.get("bm25")
+        d = e.ranks.get("dense")
+        ds = e.scores.get("dense")
+        path = e.path or ""
+        words, stem = _path_words(path)
+        key = e.path or f"#{r}"
+        rows.append(
+            [
+                math.log1p(i + 1),
+                head[i][1] / top,
+                b is not None,
+                _log_rank(b),
+                e.scores.get("bm25", 0.0) / bm25_top,
+                d is not None,
+                _log_rank(d),
+                ds if ds is not None else 0.0,
+                (dense_top - ds) if ds is not None else 1.0,
+                *(e.role == role for role in _ROLE_FEATURES),
+                bool(e.declaration),
+                *(_note(e.notes.get(n)) for n in _NOTE_FEATURES),
+                *aggs[key],
+                files[key][0] == i,
+                path.count("/"),
+                stem in qwords,
+                sum(w in qwords for w in words) / len(words) if words else 0.0,
+                *query,
+            ]
+        )
+    x = np.asarray(rows, dtype=np.float32)
     return rowids, x
 
 

@@ -68,6 +68,10 @@ class LearnedStage(StageBase):
     name: str = "learned"
     reads: frozenset[str] = frozenset({"query", "modalities", "role", "path", "notes"})
     group: str = "priors"
+    needs_rows: bool = True
+    """Every candidate's row is loaded before the stages: otherwise the exact stage, which
+    runs before this one, keeps only the top ``top_k`` rows it has (a question naming a symbol
+    would give the model a shorter list than one that names none)."""
 
     def __init__(self, model: RankerModel | None = None) -> None:
         self.model = model if model is not None else default_model()

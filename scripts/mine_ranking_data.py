@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mirror-root", type=Path, default=Path("/work/.mirror"))
     ap.add_argument("--out", type=Path, default=Path("eval-out/ltr"))
     ap.add_argument("--repo", action="append", default=[], help="only this one (repeatable)")
-    ap.add_argument("--questions", type=int, default=60, help="questions per repository")
+    ap.add_argument(
+        "--questions", type=int, default=40, help="questions per repository (unless it says)"
+    )
     ap.add_argument("--questions-only", action="store_true", help="write the questions only")
     ap.add_argument("--resume", action="store_true")
     args = ap.parse_args(argv)
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     t_all = time.perf_counter()
     for spec in specs:
         stem = spec.repo.replace("/", "+")
-        qs = mine_questions(spec, args.mirror_root, max_questions=args.questions)
+        qs = mine_questions(spec, args.mirror_root, max_questions=spec.questions or args.questions)
         lines = [
             json.dumps(
                 {

@@ -4,9 +4,13 @@ explain names the features that moved a hit, and +learned / +handset turn it on 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import ragloom
+from ragloom.embed.base import HashingEmbedder
 from ragloom.errors import ConfigError
 from ragloom.retrieve.ranker import RankerModel
 from ragloom.retrieve.stages.features import (
@@ -16,7 +20,7 @@ from ragloom.retrieve.stages.features import (
     candidate_features,
     tapped,
 )
-from ragloom.retrieve.stages.learned import LEARNED_DEFAULT, LearnedStage
+from ragloom.retrieve.stages.learned import LEARNED_DEFAULT, LearnedStage, default_model
 from ragloom.retrieve.stages.pipeline import build_stages, parse_search_spec
 from tests.unit.stage_fixtures import row, state
 
@@ -95,3 +99,35 @@ def test_switches() -> None:
     with tapped(lambda s, r, x: None):
         names = [s.name for s in build_stages(spec, spec.strategy)]
     assert names.index("tap") == names.index("exact") + 1
+
+
+def test_the_shipped_model_loads_and_matches_the_features() -> None:
+    model = default_model()
+    assert model.features == FEATURES_VERSION and model.names == FEATURE_NAMES
+    assert model.meta.get("repositories", 0) >= 30
+    spec = parse_search_spec("hybrid+learned")
+    names = [s.name for s in build_stages(spec, spec.strategy)]
+    assert names.index("learned") == names.index("exact") + 1
+
+
+def test_a_search_with_the_learned_stage_explains_it(tmp_path: Path) -> None:
+    for name, body in {
+        "router.py": "def match_route(path, routes):\n    return [r for r in routes if r == path]\n",
+        "cookies.py": "def parse_cookie(header):\n    return dict(p.split('=') for p in header)\n",
+        "tests/test_router.py": "def test_match_route():\n    assert match_route('/', ['/'])\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(body)
+    index = ragloom.open(tmp_path, embedder=HashingEmbedder(64))
+    try:
+        index.index(history=False)
+        learned = index.search("where are routes matched", top_k=5, strategy="hybrid+learned",
+                               explain=True)  # fmt: skip
+        handset = index.search("where are routes matched", top_k=5, strategy="hybrid+handset")
+    finally:
+        index.close()
+    assert {h.id for h in learned.hits} == {h.id for h in handset.hits}
+    assert all("learned" in h.explain and "learned_features" in h.explain for h in learned.hits)
+    assert any(s["stage"] == "learned" for h in learned.hits for s in h.stages) or [
+        h.id for h in learned.hits
+    ] == [h.id for h in handset.hits]

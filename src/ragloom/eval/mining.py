@@ -94,6 +94,8 @@ class MiningSpec:
     before: str = ""
     """Only commits older than this ISO date (a repository whose newer history is held back
     for another evaluation)."""
+    questions: int = 0
+    """Questions to mine here (0: the caller's default)."""
 
 
 def load_mining_specs(data: Mapping[str, Any]) -> list[MiningSpec]:
@@ -110,6 +112,7 @@ def load_mining_specs(data: Mapping[str, Any]) -> list[MiningSpec]:
             git_dir=str(row["git_dir"]),
             commit=str(row["commit"]),
             before=str(row.get("before", "")),
+            questions=int(row.get("questions", 0)),
         )
         if spec.repo.lower() in RESERVED_REPOS:
             raise ValueError(f"{spec.repo} may not be mined (reserved or a SWE-bench repository)")

@@ -14,11 +14,13 @@ model fitted on another refuses to load.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 import numpy as np
 
@@ -74,25 +76,39 @@ FEATURE_NAMES: tuple[str, ...] = (
 """The columns of :func:`candidate_features`, in order."""
 
 
+_LOG1P = tuple(math.log1p(i) for i in range(_MISSING_RANK + 1))
+"""``log1p`` of every rank up to :data:`_MISSING_RANK`, looked up instead of computed."""
+_ROLE_ROWS = {r: tuple(r == role for role in _ROLE_FEATURES) for r in _ROLE_FEATURES}
+_NO_ROLE = tuple(False for _ in _ROLE_FEATURES)
+_NO_NOTES = tuple(0.0 for _ in _NOTE_FEATURES)
+
+
 def _log_rank(rank: int | None) -> float:
-    return math.log1p(rank if rank is not None else _MISSING_RANK)
+    if rank is None:
+        return _LOG1P[_MISSING_RANK]
+    return _LOG1P[rank] if rank <= _MISSING_RANK else math.log1p(rank)
 
 
 def _note(v: object) -> float:
     return float(v) if isinstance(v, (int, float)) else 0.0
 
 
+def _notes(notes: dict[str, Any]) -> tuple[float, ...]:
+    return tuple(_note(notes.get(n)) for n in _NOTE_FEATURES) if notes else _NO_NOTES
+
+
 def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD_RE.findall(text)}
 
 
-def _path_words(path: str) -> tuple[list[str], str]:
+@functools.lru_cache(maxsize=65_536)
+def _path_words(path: str) -> tuple[tuple[str, ...], str]:
     parts = path.lower().replace("\\", "/").split("/")
     stem = parts[-1].rsplit(".", 1)[0]
     words: list[str] = []
     for p in [*parts[:-1], stem]:
         words.extend(w for w in re.split(r"[^a-z0-9]+", p) if len(w) > 1)
-    return words, stem
+    return tuple(words), stem
 
 
 def candidate_features(
@@ -153,9 +169,9 @@ def candidate_features(
                 _log_rank(d),
                 ds if ds is not None else 0.0,
                 (dense_top - ds) if ds is not None else 1.0,
-                *(e.role == role for role in _ROLE_FEATURES),
+                *_ROLE_ROWS.get(e.role or "", _NO_ROLE),
                 bool(e.declaration),
-                *(_note(e.notes.get(n)) for n in _NOTE_FEATURES),
+                *_notes(e.notes),
                 *aggs[key],
                 files[key][0] == i,
                 path.count("/"),

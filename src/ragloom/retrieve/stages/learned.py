@@ -36,10 +36,10 @@ __all__ = [
 DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker.json"
 """The shipped model (``scripts/train_ranker.py --write``)."""
 LEARNED_DEFAULT = False
-"""Whether plain ``hybrid`` runs the learned stage. Off for now: held-back, it wins on commit
-messages (MRR@10 0.753 against 0.727) and on SWE-bench issues (file Acc@1 48.2 against 39.8),
-but the standard-library and symbol sets are not measured with it yet (docs/ranking.md,
-"Learned ranking"); ``+learned`` turns it on."""
+"""Whether plain ``hybrid`` runs the learned stage. Off: held-back, it wins on commit messages
+(MRR@10 0.753 against 0.727) and on SWE-bench issues (file Acc@1 48.2 against 39.8) but loses
+on the symbol set (sym10k symbol MRR@10 0.392 against 0.432; docs/ranking.md, "Learned
+ranking"); ``+learned`` turns it on."""
 EXPLAIN_FEATURES = 5
 """Features named per hit in the explain record, largest share first."""
 

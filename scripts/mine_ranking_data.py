@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ragloom.embed.registry import load_embedder
 from ragloom.eval.mining import (
+    DEFAULT_QUESTIONS,
     feature_header,
     load_mining_specs,
     mine_questions,
@@ -38,7 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("eval-out/ltr"))
     ap.add_argument("--repo", action="append", default=[], help="only this one (repeatable)")
     ap.add_argument(
-        "--questions", type=int, default=40, help="questions per repository (unless it says)"
+        "--questions",
+        type=int,
+        default=DEFAULT_QUESTIONS,
+        help="questions per repository (unless it says)",
     )
     ap.add_argument("--questions-only", action="store_true", help="write the questions only")
     ap.add_argument("--resume", action="store_true")

@@ -15,6 +15,7 @@ JSON form (ragloom.retrieve.ranker), with its provenance.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -150,24 +151,7 @@ def fit_linear(
         "l2": l2,
         "train_groups": len(diffs),
     }
-    empty_i = np.zeros((0, 1), dtype=np.int32)
-    empty_f = np.zeros((0, 1), dtype=np.float64)
-    return RankerModel(
-        "linear",
-        FEATURES_VERSION,
-        tuple(FEATURE_NAMES),
-        meta,
-        empty_i,
-        empty_f,
-        empty_i,
-        empty_i,
-        empty_f,
-        0,
-        wvec,
-        mean,
-        scale,
-        0.0,
-    )
+    return RankerModel.linear(FEATURES_VERSION, FEATURE_NAMES, meta, wvec, mean, scale)
 
 
 def _fmt(res: dict[str, tuple[float, float, int]], key: str) -> str:
@@ -220,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 "test_mrr10_handset": round(results["handset"]["all"][0], 4),
             }
         )
-        out = RankerModel(**{**{f: getattr(model, f) for f in model.__slots__}, "meta": meta})  # type: ignore[attr-defined]
+        out = dataclasses.replace(model, meta=meta)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out.to_dict(), sort_keys=True) + "\n", encoding="utf-8")
         print(f"\nwrote {args.write} model ({out.digest}) -> {args.out}")

@@ -32,10 +32,8 @@ COL = {n: i for i, n in enumerate(FEATURE_NAMES)}
 
 def _linear(weights: dict[str, float]) -> RankerModel:
     w = np.array([weights.get(n, 0.0) for n in FEATURE_NAMES])
-    z = np.zeros((0, 1))
-    return RankerModel("linear", FEATURES_VERSION, FEATURE_NAMES, {}, z.astype(np.int32), z,
-                       z.astype(np.int32), z.astype(np.int32), z, 0, w,
-                       np.zeros(len(w)), np.ones(len(w)), 0.0)  # fmt: skip
+    n = len(FEATURE_NAMES)
+    return RankerModel.linear(FEATURES_VERSION, FEATURE_NAMES, {}, w, np.zeros(n), np.ones(n))
 
 
 def _state(**kw: object):  # type: ignore[no-untyped-def]

@@ -74,7 +74,8 @@ RESERVED_REPOS = frozenset(
     }
 )
 """Repositories never mined (issue 22): the reserved ones and the SWE-bench ones."""
-DEFAULT_QUESTIONS = 60
+DEFAULT_QUESTIONS = 40
+"""Questions per repository unless its ``[[repo]]`` says (``questions``)."""
 DEFAULT_TUNE_SHARE = 0.5
 SEARCH_TOP_K = 50
 FEATURE_DECIMALS = 6

@@ -73,6 +73,43 @@ class RankerModel:
     scale: np.ndarray
     bias: float
 
+    @classmethod
+    def linear(
+        cls,
+        features: str,
+        names: Sequence[str],
+        meta: Mapping[str, Any],
+        weight: np.ndarray,
+        mean: np.ndarray,
+        scale: np.ndarray,
+        bias: float = 0.0,
+    ) -> RankerModel:
+        """A linear model: ``sum(weight * (x - mean) / scale) + bias``."""
+        none_i, none_f = np.zeros((0, 1), dtype=np.int32), np.zeros((0, 1), dtype=np.float64)
+        return cls("linear", features, tuple(names), dict(meta), none_i, none_f, none_i,
+                   none_i, none_f, 0, np.asarray(weight, dtype=np.float64),
+                   np.asarray(mean, dtype=np.float64), np.asarray(scale, dtype=np.float64),
+                   float(bias))  # fmt: skip
+
+    @classmethod
+    def trees(
+        cls,
+        features: str,
+        names: Sequence[str],
+        meta: Mapping[str, Any],
+        nodes: Sequence[Any],
+        depth: int,
+    ) -> RankerModel:
+        """A tree ensemble from its ``(feature, threshold, left, right, value)`` node arrays,
+        each of shape ``(trees, nodes)``."""
+        feature, threshold, left, right, value = nodes
+        n = len(names)
+        return cls("trees", features, tuple(names), dict(meta),
+                   np.asarray(feature, dtype=np.int32), np.asarray(threshold, dtype=np.float64),
+                   np.asarray(left, dtype=np.int32), np.asarray(right, dtype=np.int32),
+                   np.asarray(value, dtype=np.float64), int(depth),
+                   np.zeros(n), np.zeros(n), np.ones(n), 0.0)  # fmt: skip
+
     @property
     def digest(self) -> str:
         """A short hash of the model's content (shown by ``status`` and in explain)."""
@@ -157,10 +194,6 @@ class RankerModel:
         return out
 
 
-_EMPTY_I = np.zeros((0, 1), dtype=np.int32)
-_EMPTY_F = np.zeros((0, 1), dtype=np.float64)
-
-
 def model_from_dict(
     data: Mapping[str, Any], *, features: str | None = None, names: Sequence[str] | None = None
 ) -> RankerModel:
@@ -183,41 +216,14 @@ def model_from_dict(
     meta = dict(data.get("meta", {}))
     if kind == "linear":
         lin = data["linear"]
-        return RankerModel(
-            kind,
-            model_features,
-            model_names,
-            meta,
-            _EMPTY_I,
-            _EMPTY_F,
-            _EMPTY_I,
-            _EMPTY_I,
-            _EMPTY_F,
-            0,
-            np.asarray(lin["weight"], dtype=np.float64),
-            np.asarray(lin["mean"], dtype=np.float64),
-            np.asarray(lin["scale"], dtype=np.float64),
-            float(lin["bias"]),
-        )
+        return RankerModel.linear(
+            model_features, model_names, meta, np.asarray(lin["weight"]),
+            np.asarray(lin["mean"]), np.asarray(lin["scale"]), float(lin["bias"]),
+        )  # fmt: skip
     if kind == "trees":
         tr = data["trees"]
-        empty = np.zeros(len(model_names))
-        return RankerModel(
-            kind,
-            model_features,
-            model_names,
-            meta,
-            np.asarray(tr["feature"], dtype=np.int32),
-            np.asarray(tr["threshold"], dtype=np.float64),
-            np.asarray(tr["left"], dtype=np.int32),
-            np.asarray(tr["right"], dtype=np.int32),
-            np.asarray(tr["value"], dtype=np.float64),
-            int(tr["depth"]),
-            empty,
-            empty,
-            np.ones(len(model_names)),
-            0.0,
-        )
+        nodes = [tr[k] for k in ("feature", "threshold", "left", "right", "value")]
+        return RankerModel.trees(model_features, model_names, meta, nodes, int(tr["depth"]))
     raise RankerModelError(f"unknown ranking model kind {kind!r}")
 
 
@@ -285,20 +291,6 @@ def from_lightgbm_dump(
             a[i, : len(f[k])] = f[k]
         return a
 
-    empty = np.zeros(len(names))
-    return RankerModel(
-        "trees",
-        features,
-        tuple(names),
-        dict(meta),
-        pad(0, -1, np.int32),
-        pad(1, 0.0, np.float64),
-        pad(2, 0, np.int32),
-        pad(3, 0, np.int32),
-        pad(4, 0.0, np.float64),
-        depth,
-        empty,
-        empty,
-        np.ones(len(names)),
-        0.0,
-    )
+    nodes = [pad(0, -1, np.int32), pad(1, 0.0, np.float64), pad(2, 0, np.int32),
+             pad(3, 0, np.int32), pad(4, 0.0, np.float64)]  # fmt: skip
+    return RankerModel.trees(features, names, meta, nodes, depth)

@@ -119,9 +119,11 @@ def test_a_search_with_the_learned_stage_explains_it(tmp_path: Path) -> None:
     index = ragloom.open(tmp_path, embedder=HashingEmbedder(64))
     try:
         index.index(history=False)
-        learned = index.search("where are routes matched", top_k=5, strategy="hybrid+learned",
-                               explain=True)  # fmt: skip
-        handset = index.search("where are routes matched", top_k=5, strategy="hybrid+handset")
+        ask = "Fix route matching for a trailing slash"  # a change request: the stage applies
+        learned = index.search(ask, top_k=5, strategy="hybrid+learned", explain=True)
+        handset = index.search(ask, top_k=5, strategy="hybrid+handset")
+        lookup = index.search("where are routes matched", top_k=5, strategy="hybrid+learned",
+                              explain=True)  # fmt: skip
     finally:
         index.close()
     assert {h.id for h in learned.hits} == {h.id for h in handset.hits}
@@ -129,3 +131,11 @@ def test_a_search_with_the_learned_stage_explains_it(tmp_path: Path) -> None:
     assert any(s["stage"] == "learned" for h in learned.hits for s in h.stages) or [
         h.id for h in learned.hits
     ] == [h.id for h in handset.hits]
+    # a look-up keeps the hand-set order (LEARNED_QUESTIONS = "changes")
+    assert not any("learned" in h.explain for h in lookup.hits)
+
+
+def test_the_stage_applies_to_issues_and_change_requests_only() -> None:
+    stage = LearnedStage(_linear({}))
+    assert stage.applies(state([], ROWS, query="Fix the router for trailing slashes"))
+    assert not stage.applies(state([], ROWS, query="where are routes matched"))

@@ -22,13 +22,15 @@ from pathlib import Path
 import numpy as np
 
 from ragloom.retrieve.ranker import RankerModel, RankerModelError, load_model
-from ragloom.retrieve.stages.base import RankState, StageBase
+from ragloom.retrieve.roles import change_request
+from ragloom.retrieve.stages.base import RankState, StageBase, issue_reading
 from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION, candidate_features
 
 __all__ = [
     "DEFAULT_MODEL",
     "EXPLAIN_FEATURES",
     "LEARNED_DEFAULT",
+    "LEARNED_QUESTIONS",
     "LearnedStage",
     "default_model",
 ]
@@ -40,6 +42,12 @@ LEARNED_DEFAULT = False
 (MRR@10 0.753 against 0.727) and on SWE-bench issues (file Acc@1 48.2 against 39.8) but loses
 on the symbol set (sym10k symbol MRR@10 0.392 against 0.432; docs/ranking.md, "Learned
 ranking"); ``+learned`` turns it on."""
+LEARNED_QUESTIONS = "changes"
+"""Which questions the stage re-orders: ``changes`` (an issue, or a question that reads as a
+change request, :func:`~ragloom.retrieve.roles.change_request` of its title) or ``all``. The
+model was fitted on commit messages, which ask where a change goes; on look-ups (a docstring, a
+symbol's description) it ranks files over functions and loses (docs/ranking.md, "Learned
+ranking": sym10k symbol MRR@10 0.432 -> 0.392 with ``all``), so those keep the hand-set order."""
 EXPLAIN_FEATURES = 5
 """Features named per hit in the explain record, largest share first."""
 
@@ -79,6 +87,12 @@ class LearnedStage(StageBase):
 
     def __repr__(self) -> str:
         return f"LearnedStage({self.model.kind}, {self.model.digest})"
+
+    def applies(self, state: RankState) -> bool:
+        if LEARNED_QUESTIONS == "all":
+            return True
+        issue, text = issue_reading(state)
+        return issue is not None or change_request(text)
 
     def apply(self, state: RankState) -> None:
         rowids, x = candidate_features(state)

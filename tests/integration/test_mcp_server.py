@@ -242,21 +242,28 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
             fresh = structured(await client.call_tool("index_status", {"freshness": True}))
             assert fresh["stale_files"] == 1 and fresh["stale"]["added"] == ["widgets.py"]
             progress: list[tuple[float, float | None, str | None]] = []
+            running = anyio.Event()
 
             async def on_progress(value: float, total: float | None, message: str | None) -> None:
                 progress.append((value, total, message))
+                running.set()
 
-            # two reindex calls at once: one job, the second call follows it
+            # two reindex calls at once: one job, the second call follows it. The second is
+            # sent once the first job reports progress (it is running then), not after a fixed
+            # sleep: on an idle machine the job of one new file can end within 50 ms.
             jobs: list[dict[str, Any]] = []
 
             async def reindex(callback: Any) -> None:
                 got = await client.call_tool("reindex", {}, progress_callback=callback)
                 jobs.append(structured(got))
 
+            async def follow() -> None:
+                await running.wait()
+                await reindex(None)
+
             async with anyio.create_task_group() as tg:
                 tg.start_soon(reindex, on_progress)
-                await anyio.sleep(0.05)
-                tg.start_soon(reindex, None)
+                tg.start_soon(follow)
             job = jobs[0] if not jobs[0]["joined_running"] else jobs[1]
             assert {j["id"] for j in jobs} == {job["id"]}, jobs
             assert sorted(j["joined_running"] for j in jobs) == [False, True], jobs

@@ -40,8 +40,9 @@ DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker.json
 LEARNED_DEFAULT = False
 """Whether plain ``hybrid`` runs the learned stage. Off: held-back, it wins on commit messages
 (MRR@10 0.749 against 0.727) and on SWE-bench issues (file Acc@1 48.2 against 39.8), but it is
-below on the symbol set (sym10k symbol MRR@10 0.422 against 0.432) and the standard-library
-sets are not measured with it (docs/ranking.md, "Learned ranking"); ``+learned`` turns it on."""
+slightly below on the look-up sets (symbol MRR@10: sym10k 0.422 against 0.432, stdlib
+identifiers 0.705 against 0.716; docs/ranking.md, "Learned ranking"); ``+learned`` turns it
+on."""
 LEARNED_QUESTIONS = "changes"
 """Which questions the stage re-orders: ``changes`` (an issue, or a question that reads as a
 change request, :func:`~ragloom.retrieve.roles.change_request` of its title) or ``all``. The

@@ -22,11 +22,11 @@ from pathlib import Path
 from ragloom.eval.swebench import (
     BUDGETS,
     EmbeddingCache,
-    _gold_files,
     build_questions,
     dump_questions,
     load_instances,
     load_questions,
+    protocol_gold,
     reserved_ids,
     run_repo,
     summarize,
@@ -255,7 +255,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.one_file:
         # SWE-bench Lite keeps instances whose patch edits one file: the comparable subset
         qs = {q.id: q for q in load_questions(args.out / "questions.jsonl")}
-        rows = [r for r in rows if len(_gold_files(qs[str(r["id"])], "papers")) == 1]
+        rows = [r for r in rows if len(protocol_gold(qs[str(r["id"])], "papers")) == 1]
         title += ", questions whose patch edits one non-test .py file"
     repos = sorted({str(r["repo"]) for r in rows})
     parts = [f"{title} ({len({r['id'] for r in rows})} questions)"]

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ragloom.eval.baseline import file_metrics as ranked_file_metrics
 from ragloom.eval.mining import load_groups
 from ragloom.retrieve.ranker import RankerModel, from_lightgbm_dump
 from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION
@@ -58,10 +59,9 @@ def file_metrics(
     paths: Sequence[str], gold: Sequence[str], order: np.ndarray
 ) -> tuple[float, float]:
     """(MRR@10, recall@10) of the files of ``paths`` taken in ``order``, first seen first."""
-    files = list(dict.fromkeys(paths[i] for i in order))[:10]
-    g = set(gold)
-    rr = next((1.0 / k for k, f in enumerate(files, 1) if f in g), 0.0)
-    return rr, len(g & set(files)) / len(g) if g else 0.0
+    files = list(dict.fromkeys(paths[i] for i in order))
+    m = ranked_file_metrics(files, gold, ks=(10,), mrr_k=10)
+    return m["MRR@10"], m["R@10"]
 
 
 def evaluate(

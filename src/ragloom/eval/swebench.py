@@ -80,6 +80,7 @@ __all__ = [
     "load_instances",
     "load_questions",
     "mirror_dir",
+    "protocol_gold",
     "reserved_ids",
     "run_repo",
     "score_run",
@@ -546,7 +547,7 @@ def _covered(fn: GoldFunction, ranges: Sequence[tuple[str, int, int]]) -> bool:
 
 def score_run(q: SweQuestion, protocol: str, r: Ranked) -> dict[str, float | None]:
     """The metrics of one answer; None where the question has no gold under the protocol."""
-    gold_files = _gold_files(q, protocol)
+    gold_files = protocol_gold(q, protocol)
     gold_fns = [g for g in q.gold_functions if g.path in gold_files]
     out: dict[str, float | None] = {}
     for k in FILE_KS:
@@ -570,7 +571,9 @@ def score_run(q: SweQuestion, protocol: str, r: Ranked) -> dict[str, float | Non
     return out
 
 
-def _gold_files(q: SweQuestion, protocol: str) -> list[str]:
+def protocol_gold(q: SweQuestion, protocol: str) -> list[str]:
+    """The gold files of ``q`` under ``protocol``: every file of the patch (``product``), or
+    its non-test ``.py`` files (``papers``)."""
     if protocol == "product":
         return list(q.gold_files)
     return [p for p in q.gold_files if p.endswith(".py") and not is_test_path(p)]

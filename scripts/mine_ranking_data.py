@@ -1,6 +1,6 @@
 """Mine the learned ranking stage's training data from outside repositories' history (issue 22).
 
-    python scripts/mine_ranking_data.py [--repo NAME ...] [--questions 60] [--out eval-out/ltr]
+    python scripts/mine_ranking_data.py [--repo NAME ...] [--questions 40] [--out eval-out/ltr]
 
 For each repository of scripts/ltr_repos.toml (mirrors under --mirror-root, as `fetch` brings
 them): the newest qualifying commits are the questions, each asked at its parent commit with the

@@ -25,6 +25,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +149,6 @@ def _parent(git_dir: Path, sha: str) -> str | None:
 
 
 def _iso_ts(date: str) -> int:
-    from datetime import datetime
-
     return int(datetime.fromisoformat(date.replace("Z", "+00:00")).timestamp())
 
 

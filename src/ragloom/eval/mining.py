@@ -33,6 +33,7 @@ import numpy as np
 
 from ragloom.embed.base import Embedder
 from ragloom.eval.gitdata import (
+    DEFAULT_TUNE_SHARE,
     MAX_SOURCE_FILES,
     MIN_WORDS,
     clean_message,
@@ -77,7 +78,6 @@ RESERVED_REPOS = frozenset(
 """Repositories never mined (issue 22): the reserved ones and the SWE-bench ones."""
 DEFAULT_QUESTIONS = 40
 """Questions per repository unless its ``[[repo]]`` says (``questions``)."""
-DEFAULT_TUNE_SHARE = 0.5
 SEARCH_TOP_K = 50
 FEATURE_DECIMALS = 6
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -220,9 +220,3 @@ class TapStage(StageBase):
     def apply(self, state: RankState) -> None:
         rowids, x = candidate_features(state)
         self.callback(state, rowids, x)
-
-
-def feature_index(names: Sequence[str]) -> list[int]:
-    """Columns of :data:`FEATURE_NAMES` for ``names`` (KeyError on an unknown one)."""
-    col = {n: i for i, n in enumerate(FEATURE_NAMES)}
-    return [col[n] for n in names]

@@ -90,8 +90,11 @@ def eval_repo(
     splits: Sequence[str],
     history_git: tuple[Path, str] | None = None,
     history_mode: str = "question",
+    source_only: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Per-question rows (one per method) of one repository, and the seconds each part took.
+    With ``source_only`` every ranked file that is not a library source file
+    (:func:`~ragloom.eval.gitdata.path_role`) is taken out before scoring.
 
     ``history_git`` = (bare git directory, pinned commit): each question is ranked with the
     commit history as it stood when it was asked (``history_mode`` "question": one store of the
@@ -142,7 +145,7 @@ def eval_repo(
                 r.method,
                 by_id[r.id].query,
                 by_id[r.id].gold_files,
-                r.files,
+                [f for f in r.files if path_role(f) == "source"] if source_only else r.files,
                 r.error,
             )
             for r in run.runs
@@ -337,6 +340,12 @@ def main(argv: list[str] | None = None) -> int:
         "(an index kept in sync; default), as it stood before the split's oldest question "
         "(an index not synced during the split), or none",
     )
+    ap.add_argument(
+        "--source-only",
+        action="store_true",
+        help="score the ranking of library source files only (every other file taken out "
+        "before scoring); results go to results-<variant>-source.json",
+    )
     args = ap.parse_args(argv)
     specs = load_repo_specs(tomllib.loads(args.repos.read_text(encoding="utf-8")))
     if args.repo:
@@ -358,12 +367,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {spec.name}: no snapshot at {git_dir}: ranked without history", file=sys.stderr
             )
         rows, seconds = eval_repo(
-            spec.name, repo_dir, args.variant, strategies, args.top_k, splits, history, args.history
-        )
+            spec.name, repo_dir, args.variant, strategies, args.top_k, splits, history,
+            args.history, args.source_only,
+        )  # fmt: skip
         seconds["total"] = time.perf_counter() - t0
         timing[spec.name] = {k: round(v, 1) for k, v in seconds.items()}
         all_rows.extend(rows)
-        with (repo_dir / f"runs-{args.variant}.jsonl").open("w", encoding="utf-8") as fh:
+        runs_name = f"runs-{args.variant}{'-source' if args.source_only else ''}.jsonl"
+        with (repo_dir / runs_name).open("w", encoding="utf-8") as fh:
             for r in rows:
                 fh.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
         print(f"{spec.name}: {len(rows)} rows in {seconds['total']:.1f} s", file=sys.stderr)
@@ -389,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         "results": agg,
         "error_analysis_tune": errors,
     }
-    (args.out / f"results-{args.variant}.json").write_text(
+    suffix = "-source" if args.source_only else ""
+    result["source_only"] = args.source_only
+    (args.out / f"results-{args.variant}{suffix}.json").write_text(
         json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8"
     )
     if args.markdown:

@@ -93,6 +93,11 @@ class IndexStatus:
     none): ``commits``, ``last_commit``, ``newest_commit_date`` (epoch seconds) and
     ``ranking`` (whether searches use it: False when no commit touched a file under the
     root)."""
+    ranking_model: dict[str, object] = field(default_factory=dict)
+    """The model the learned stage (``+learned``) ranks with: ``model`` ``global`` (shipped)
+    or ``repository`` (``ragloom adapt``), then its ``digest``, ``base_digest``, ``examples``
+    (history questions it was fitted on), ``feedback_answers``, ``feedback_used``,
+    ``newest_commit`` and ``fitted_at``."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -156,6 +161,7 @@ class Index:
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
+            from ragloom.retrieve.adapt import repository_model
             from ragloom.sources.commit_history import CommitHistory
 
             retriever = open_retriever(
@@ -166,6 +172,7 @@ class Index:
                 embedder=self._embedder_arg,
             )
             retriever.history = CommitHistory.open(self.index_dir, self.root)
+            retriever.ranker = repository_model(self.index_dir)
             self._retriever = retriever
         return self._retriever
 
@@ -365,6 +372,7 @@ class Index:
         manifest = self._manifest()
         store = self._reader_store()
         chunks = store.chunk_count()
+        from ragloom.retrieve.adapt import describe, repository_model
         from ragloom.service.index_state import bm25_state_for_index
 
         bm25_state = bm25_state_for_index(self.index_dir)
@@ -410,6 +418,7 @@ class Index:
             generation=store.generation(),
             bm25=bm25_state,
             history=self._history_status(),
+            ranking_model=describe(repository_model(self.index_dir)),
         )
 
     def _history_status(self) -> dict[str, object]:
@@ -609,6 +618,7 @@ class PostgresIndex(Index):
             disk_bytes=0,
             generation=info.generation,
             bm25={"backend": "postgres", "cache_dir": str(self.cache_dir)},
+            ranking_model={"model": "global"},
         )
 
     def stale_files(self) -> dict[str, list[str]]:

@@ -151,6 +151,16 @@ def test_engine_answers_like_the_embedded_backend(tree: tuple[Path, str]) -> Non
             (answer["query_id"],),
         ).fetchone()
     assert row == ("helpful", "spot on", True)
+    # the adaptation reads rated answers the same way from both stores
+    from ragloom.server.feedback_pg import PgFeedbackStore
+
+    store = PgFeedbackStore(dsn, REPO_NAME)
+    try:
+        rated = [a for a in store.rated_answers() if a["query_id"] == answer["query_id"]]
+        assert rated and rated[0]["ratings"] == {answer["hits"][0]["id"]: "helpful"}
+        assert rated[0]["query"] == QUERIES[1] and not store.rated_answers(since=2**40)
+    finally:
+        store.close()
 
 
 def test_serve_http_on_postgres(tree: tuple[Path, str]) -> None:

@@ -7,13 +7,15 @@
 - :mod:`ragloom.cli.bench`: ``bench``, ``bench-scale``;
 - :mod:`ragloom.cli.config`: ``config show``;
 - :mod:`ragloom.cli.serve`: ``serve http``, ``serve mcp``;
-- :mod:`ragloom.cli.feedback`: ``feedback add``, ``feedback used``, ``feedback stats``.
+- :mod:`ragloom.cli.feedback`: ``feedback add``, ``feedback used``, ``feedback stats``;
+- :mod:`ragloom.cli.adapt`: ``adapt`` (the learned ranking fitted to this repository).
 
 The commands import the layers below; nothing imports the CLI back.
 """
 
 from __future__ import annotations
 
+from ragloom.cli.adapt import adapt_cmd
 from ragloom.cli.app import INTERNAL_ERROR_EXIT, cli
 from ragloom.cli.bench import bench_cmd, bench_scale_cmd
 from ragloom.cli.config import config_group
@@ -38,6 +40,7 @@ for _command in (
     config_group,
     serve_cmd,
     feedback_group,
+    adapt_cmd,
 ):
     cli.add_command(_command)
 

@@ -36,6 +36,7 @@ from ragloom.eval.gitdata import (
     DEFAULT_TUNE_SHARE,
     MAX_SOURCE_FILES,
     MIN_WORDS,
+    Commit,
     clean_message,
     path_role,
     read_commits,
@@ -52,6 +53,7 @@ __all__ = [
     "load_mining_specs",
     "mine_questions",
     "mine_repo",
+    "qualifying_questions",
 ]
 
 RESERVED_REPOS = frozenset(
@@ -152,21 +154,20 @@ def _iso_ts(date: str) -> int:
     return int(datetime.fromisoformat(date.replace("Z", "+00:00")).timestamp())
 
 
-def mine_questions(
-    spec: MiningSpec,
-    mirror_root: Path,
-    *,
-    max_questions: int = DEFAULT_QUESTIONS,
-    tune_share: float = DEFAULT_TUNE_SHARE,
-) -> list[MinedQuestion]:
-    """The repository's questions, oldest first (see the module docstring)."""
-    git_dir = mirror_root / spec.git_dir
-    limit = _iso_ts(spec.before) if spec.before else None
+def qualifying_questions(
+    commits: Iterable[Commit], max_questions: int, before: int | None = None
+) -> list[tuple[int, str, str, tuple[str, ...]]]:
+    """(timestamp, sha, question, gold files) of the newest ``max_questions`` qualifying commits
+    of ``commits`` (newest first, as ``git log`` lists them) older than ``before`` (epoch
+    seconds; None: all), oldest first: the rules of :mod:`ragloom.eval.gitdata` (a real message
+    of :data:`MIN_WORDS` words or more, seen once; 1 to :data:`MAX_SOURCE_FILES` library source
+    files, the modified ones the answer). The per-repository adaptation
+    (:mod:`ragloom.learn.adapt`) picks its questions with the same rules."""
     chosen: list[tuple[int, str, str, tuple[str, ...]]] = []
     seen: set[str] = set()
     # newest first: the first time a text is seen is its newest commit
-    for c in read_commits(git_dir, spec.commit):
-        if limit is not None and c.timestamp >= limit:
+    for c in commits:
+        if before is not None and c.timestamp >= before:
             continue
         if skip_reason(c.message, c.author, c.email) is not None:
             continue
@@ -183,6 +184,20 @@ def mine_questions(
         if len(chosen) >= max_questions:
             break
     chosen.sort()
+    return chosen
+
+
+def mine_questions(
+    spec: MiningSpec,
+    mirror_root: Path,
+    *,
+    max_questions: int = DEFAULT_QUESTIONS,
+    tune_share: float = DEFAULT_TUNE_SHARE,
+) -> list[MinedQuestion]:
+    """The repository's questions, oldest first (see the module docstring)."""
+    git_dir = mirror_root / spec.git_dir
+    limit = _iso_ts(spec.before) if spec.before else None
+    chosen = qualifying_questions(read_commits(git_dir, spec.commit), max_questions, limit)
     n_train = int(len(chosen) * tune_share)
     out: list[MinedQuestion] = []
     for i, (ts, sha, query, gold) in enumerate(chosen):

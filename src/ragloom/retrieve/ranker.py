@@ -25,7 +25,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from ragloom.errors import ConfigError
 __all__ = [
     "RankerModel",
     "RankerModelError",
+    "Scorer",
     "from_lightgbm_dump",
     "load_model",
     "model_from_dict",
@@ -45,6 +46,20 @@ MODEL_FORMAT = "ragloom-ranker-1"
 class RankerModelError(ConfigError):
     """A ranking model that cannot be used: unreadable, of another format, or fitted on
     features other than the ones this ragloom computes."""
+
+
+class Scorer(Protocol):
+    """What the learned stage ranks with: the global :class:`RankerModel` or a repository's
+    :class:`~ragloom.retrieve.adapt.AdaptedModel`."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def digest(self) -> str: ...
+    @property
+    def names(self) -> tuple[str, ...]: ...
+    def predict(self, x: np.ndarray) -> np.ndarray: ...
+    def contributions(self, x: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True, slots=True)

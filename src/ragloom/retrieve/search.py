@@ -73,6 +73,7 @@ from ragloom.types import Hit
 
 if TYPE_CHECKING:
     from ragloom.embed.base import Embedder
+    from ragloom.retrieve.ranker import Scorer
     from ragloom.retrieve.rerank import Reranker
 
 __all__ = [
@@ -157,6 +158,7 @@ class Retriever:
         self.recency = recency
         self.synonym_weight = SYNONYM_TERM_WEIGHT
         self.issue_weights: IssueWeights = ISSUE_WEIGHTS  # how issue-like questions rank
+        self.ranker: Scorer | None = None  # the learned stage's model; None: the shipped one
         self.joined_weight = JOINED_TERM_WEIGHT
         self._embedder_factory = embedder
         self._embedder: Embedder | None = None
@@ -512,9 +514,8 @@ class Retriever:
             telemetry=self.telemetry,
             timings_ms={"fusion": (time.perf_counter() - t) * 1000},
         )
-        stages = build_stages(
-            spec, strat, reranker=self.reranker, recency=self.recency, issue=self.issue_weights
-        )
+        stages = build_stages(spec, strat, reranker=self.reranker, recency=self.recency,
+                              issue=self.issue_weights, ranker=self.ranker)  # fmt: skip
         run_stages(stages, state)
         result.timings_ms.update(state.timings_ms)
 

@@ -165,6 +165,11 @@ class FeedbackBase(ABC):
         """Rating -> number of ratings of ``query_id``."""
 
     @abstractmethod
+    def _rated_query_ids(self, since: float) -> list[str]:
+        """Ids of the answers with a rating or a used chunk recorded at or after ``since``,
+        oldest answer first."""
+
+    @abstractmethod
     def close(self) -> None: ...
 
     # -- the operations -------------------------------------------------------------------
@@ -254,6 +259,29 @@ class FeedbackBase(ABC):
             "avg_rating": avg,
             "used_chunk_ids": self._used(query_id),
         }
+
+    def rated_answers(self, since: float = 0.0) -> list[dict[str, Any]]:
+        """Every answer rated (or with chunks recorded as used) at or after ``since``, oldest
+        first: ``query_id``, ``query``, ``ts``, ``hit_ids``, ``ratings`` (chunk id -> its last
+        rating at or after ``since``) and ``used`` (chunk ids). What the per-repository
+        adaptation learns from (:mod:`ragloom.learn.adapt`)."""
+        out: list[dict[str, Any]] = []
+        for qid in self._rated_query_ids(since):
+            logged = self.query(qid)
+            if logged is None:
+                continue
+            ratings = {r[1]: r[2] for r in self._feedback_rows(qid) if r[4] >= since}
+            out.append(
+                {
+                    "query_id": qid,
+                    "query": logged["query"],
+                    "ts": logged["ts"],
+                    "hit_ids": list(logged["hit_ids"]),
+                    "ratings": ratings,
+                    "used": self._used(qid),
+                }
+            )
+        return out
 
 
 class FeedbackStore(FeedbackBase):
@@ -399,6 +427,17 @@ class FeedbackStore(FeedbackBase):
                 (query_id,),
             ).fetchall()
         return {str(r): int(n) for r, n in rows}
+
+    def _rated_query_ids(self, since: float) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT q.query_id FROM query_log q WHERE EXISTS (SELECT 1 FROM feedback f "
+                "WHERE f.query_id = q.query_id AND f.ts >= ?) OR EXISTS (SELECT 1 FROM "
+                "context_usage u WHERE u.query_id = q.query_id AND u.ts >= ?) ORDER BY q.ts, "
+                "q.query_id",
+                (since, since),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
 
 
 class QueryLogger:

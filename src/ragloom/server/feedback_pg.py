@@ -209,3 +209,15 @@ class PgFeedbackStore(FeedbackBase):
             (self.repo_id, query_id),
         )
         return {str(r): int(n) for r, n in rows}
+
+    def _rated_query_ids(self, since: float) -> list[str]:
+        rows = self._run(
+            "read rated answers",
+            "SELECT q.query_id FROM query_log q WHERE q.repo_id = %s AND (EXISTS (SELECT 1 FROM "
+            "feedback f WHERE f.repo_id = q.repo_id AND f.query_id = q.query_id AND f.ts >= %s "
+            "AND f.rating IS NOT NULL) OR EXISTS (SELECT 1 FROM context_usage u WHERE "
+            "u.repo_id = q.repo_id AND u.query_id = q.query_id AND u.ts >= %s)) "
+            "ORDER BY q.ts, q.query_id",
+            (self.repo_id, since, since),
+        )
+        return [str(r[0]) for r in rows]

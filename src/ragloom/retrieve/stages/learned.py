@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragloom.retrieve.ranker import RankerModel, RankerModelError, load_model
+from ragloom.retrieve.ranker import RankerModel, RankerModelError, Scorer, load_model
 from ragloom.retrieve.roles import change_request
 from ragloom.retrieve.stages.base import RankState, StageBase, issue_reading
 from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION, candidate_features
@@ -83,8 +83,8 @@ class LearnedStage(StageBase):
     runs before this one, keeps only the top ``top_k`` rows it has (a question naming a symbol
     would give the model a shorter list than one that names none)."""
 
-    def __init__(self, model: RankerModel | None = None) -> None:
-        self.model = model if model is not None else default_model()
+    def __init__(self, model: Scorer | None = None) -> None:
+        self.model: Scorer = model if model is not None else default_model()
 
     def __repr__(self) -> str:
         return f"LearnedStage({self.model.kind}, {self.model.digest})"

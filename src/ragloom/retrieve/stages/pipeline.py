@@ -45,6 +45,7 @@ from ragloom.retrieve.config import (
 )
 from ragloom.retrieve.history import HISTORY_PROFILES, HistoryWeights
 from ragloom.retrieve.query import QueryConfig
+from ragloom.retrieve.ranker import Scorer
 from ragloom.retrieve.stages.base import ISSUE_WEIGHTS, IssueWeights, Stage
 from ragloom.retrieve.stages.exact import ExactStage
 from ragloom.retrieve.stages.features import TapStage, tap_features
@@ -204,9 +205,11 @@ def build_stages(
     reranker: Reranker | None = None,
     recency: RecencyConfig | None = None,
     issue: IssueWeights = ISSUE_WEIGHTS,
+    ranker: Scorer | None = None,
 ) -> list[Stage]:
     """The stages ``spec`` runs, in order (the table of the module docstring); ``strategy`` is
-    the resolved one (its MMR setting decides the mmr stage)."""
+    the resolved one (its MMR setting decides the mmr stage); ``ranker`` the learned stage's
+    model (None: the shipped global one)."""
     steps = tuned_steps(spec, strategy)
     hybrid = isinstance(strategy, Hybrid)
     stages: list[Stage] = [FusionStage()]
@@ -225,7 +228,7 @@ def build_stages(
     if tap is not None and hybrid:
         stages.append(TapStage(tap))
     if spec.runs_learned():
-        stages.append(LearnedStage())
+        stages.append(LearnedStage(ranker))
     if recency is not None and spec.runs("recency"):
         stages.append(RecencyStage(recency))
     if reranker is not None and spec.runs("rerank"):

@@ -1,0 +1,204 @@
+"""Per-repository adaptation of the learned ranking, measured on the commit evaluation
+(issue 22; docs/ranking.md "Per-repository adaptation").
+
+For each repository of the git evaluation (scripts/git_eval_repos.toml, built and indexed as
+scripts/eval_git.py needs) and each split: the repository's own history questions older than
+the split's first question are mined (:func:`ragloom.learn.adapt.history_examples`, the history
+cut before each commit), a repository model is fitted on them for every setting of a small grid
+of (L2, length cap), and the split's questions are asked (each with the history as it stood when
+it was asked) with the hand-set default, the global learned model and each adapted model.
+Settings are chosen on ``tune``; ``test`` is the held-back report.
+
+``--feedback`` adds the simulated feedback loop: every tune question is answered by the
+repository model, and its top 10 hits are rated from the gold files (a gold file's chunks
+helpful, the best-ranked other chunk not helpful), through a real feedback store; the model is
+refitted with that feedback and the test questions asked again; then 10 adversarial ratings
+(the gold rated not helpful and a wrong chunk helpful) are added alone, and on top.
+
+    .venv/bin/python scripts/eval_adapt.py --out eval-out/git [--feedback] [--repo chi]
+
+Writes OUT/adapt-results.json; prints per repository MRR@10 and R@10 per method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragloom.api import Index
+from ragloom.eval.baseline import file_metrics, mean_metrics
+from ragloom.eval.dataset import EvalQuery, load_dataset
+from ragloom.eval.gitdata import load_repo_specs
+from ragloom.eval.gitrun import (
+    AsOfIndex,
+    HistoryAsOf,
+    build_history,
+    question_times,
+    ragloom_runs,
+    split_starts,
+)
+from ragloom.learn.adapt import feedback_examples, fit_adapted, history_examples
+from ragloom.retrieve.adapt import HISTORY_L2, HISTORY_MAX_NORM, AdaptedModel, Example
+from ragloom.retrieve.stages.learned import default_model
+from ragloom.server.feedback import FeedbackStore, QueryLogEntry
+
+HERE = Path(__file__).resolve().parent
+ALL = 2**40
+GRID = [(l2, cap) for l2 in (0.01, 0.1, 1.0) for cap in (0.5, 1.0, 2.0)]
+MAX_EXAMPLES = 200
+RATED_HITS = 10
+
+
+def _split_of(path: Path) -> dict[str, str]:
+    return {
+        str(o["id"]): str(o.get("split", "test"))
+        for o in (json.loads(ln) for ln in path.read_text().splitlines() if ln.strip())
+    }
+
+
+def _means(
+    idx: Index, searched: Any, dataset: Sequence[EvalQuery], ranker: Any, strategy: str
+) -> dict[str, float]:
+    idx.retriever.ranker = ranker
+    run = ragloom_runs(searched, dataset, [strategy])
+    gold = {q.id: q.gold_files for q in dataset}
+    return mean_metrics([file_metrics(r.files, gold[r.id]) for r in run.runs])
+
+
+def _simulated_feedback(
+    idx: Index,
+    searched: Any,
+    dataset: Sequence[EvalQuery],
+    model: AdaptedModel | None,
+    adversarial: int = 0,
+    legit: bool = True,
+) -> list[Example]:
+    """Feedback examples from ratings drawn from the gold of ``dataset`` (see the module
+    docstring), through a real feedback store in a temporary folder."""
+    idx.retriever.ranker = model
+    with tempfile.TemporaryDirectory() as tmp:
+        store = FeedbackStore(Path(tmp))
+        try:
+            qs = list(dataset)
+            chosen = qs if legit else []
+            bad = qs[-adversarial:] if adversarial else []
+            for kind, group in (("legit", chosen), ("adversarial", bad)):
+                for q in group:
+                    res = searched.search(q.query, top_k=RATED_HITS, strategy="hybrid+learned")
+                    hits = list(res.hits)
+                    qid = f"{kind}-{q.id}"
+                    store.log_queries(
+                        [QueryLogEntry(qid, "search", q.query, "hybrid+learned", 0,
+                                       tuple(h.id for h in hits), time.time(), "eval")]
+                    )  # fmt: skip
+                    gold = set(q.gold_files)
+                    good = [h for h in hits if h.path in gold]
+                    wrong = [h for h in hits if h.path not in gold]
+                    if kind == "legit":
+                        for h in good:
+                            store.record_feedback(qid, h.id, "helpful")
+                        if wrong:
+                            store.record_feedback(qid, wrong[0].id, "not_helpful")
+                    else:
+                        for h in good:
+                            store.record_feedback(qid, h.id, "not_helpful")
+                        if wrong:
+                            store.record_feedback(qid, wrong[-1].id, "helpful")
+            answers = store.rated_answers()
+        finally:
+            store.close()
+    return feedback_examples(idx, answers, searcher=searched)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("eval-out/git"))
+    ap.add_argument("--repos", type=Path, default=HERE / "git_eval_repos.toml")
+    ap.add_argument("--mirror-root", type=Path, default=Path("/work/.mirror"))
+    ap.add_argument("--repo", action="append", default=[])
+    ap.add_argument("--feedback", action="store_true")
+    ap.add_argument("--results", type=Path, default=None)
+    args = ap.parse_args(argv)
+    specs = load_repo_specs(tomllib.loads(args.repos.read_text()))
+    base = default_model()
+    results: dict[str, Any] = {"grid": GRID, "default": [HISTORY_L2, HISTORY_MAX_NORM], "repos": {}}
+    for spec in specs:
+        if args.repo and spec.name not in args.repo:
+            continue
+        repo_dir = args.out / spec.name
+        qfile = repo_dir / "questions.jsonl"
+        index_dir = repo_dir / "corpus" / ".ragloom"
+        if not index_dir.is_dir():
+            print(f"{spec.name}: no index, skipped", file=sys.stderr)
+            continue
+        git_dir = args.mirror_root / spec.git_dir
+        split = _split_of(qfile)
+        starts = split_starts(qfile)
+        times = question_times(qfile)
+        per: dict[str, Any] = {}
+        idx = Index.at(index_dir)
+        try:
+            whole = build_history(git_dir, spec.commit, ALL, repo_dir / "history-all")
+            for part in ("tune", "test"):
+                dataset = [q for q in load_dataset(qfile) if split[q.id] == part]
+                t0 = time.perf_counter()
+                idx.retriever.history = whole
+                examples, asked, _ = history_examples(
+                    idx, git_dir, rev=spec.commit, before=starts[part],
+                    max_examples=MAX_EXAMPLES, time_limit=1e9,
+                )  # fmt: skip
+                mined = time.perf_counter() - t0
+                as_of = HistoryAsOf(whole)
+                idx.retriever.history = as_of
+                searched = AsOfIndex(idx, as_of, times)
+                row: dict[str, Any] = {"examples": len(examples), "asked": asked, "mine_s": mined}
+                row["handset"] = _means(idx, searched, dataset, None, "hybrid+handset")
+                row["global"] = _means(idx, searched, dataset, None, "hybrid+learned")
+                models: dict[str, AdaptedModel | None] = {}
+                for l2, cap in GRID:
+                    m = fit_adapted(base, examples, history_l2=l2, history_max_norm=cap)
+                    models[f"{l2}/{cap}"] = m
+                    row[f"adapted {l2}/{cap}"] = _means(idx, searched, dataset, m, "hybrid+learned")
+                if args.feedback and part == "test":
+                    tune_q = [q for q in load_dataset(qfile) if split[q.id] == "tune"]
+                    default = models[f"{HISTORY_L2}/{HISTORY_MAX_NORM}"]
+                    fb = _simulated_feedback(idx, searched, tune_q, default)
+                    adv = _simulated_feedback(idx, searched, tune_q, default, 10, legit=False)
+                    for name, extra in (("feedback", fb), ("adversarial10", adv),
+                                        ("feedback+adversarial10", fb + adv)):  # fmt: skip
+                        m = fit_adapted(base, examples, extra)
+                        row[name] = _means(idx, searched, dataset, m, "hybrid+learned")
+                        row[name]["n_feedback"] = len(extra)
+                per[part] = row
+                shown = "  ".join(
+                    f"{k} {v['MRR@10']:.3f}/{v['R@10']:.3f}"
+                    for k, v in row.items()
+                    if isinstance(v, dict)
+                    and k
+                    in (
+                        "handset",
+                        "global",
+                        f"adapted {HISTORY_L2}/{HISTORY_MAX_NORM}",
+                        "feedback",
+                        "adversarial10",
+                        "feedback+adversarial10",
+                    )
+                )
+                print(f"{spec.name} {part} ({len(examples)} ex, {mined:.0f}s): {shown}", flush=True)
+        finally:
+            idx.close()
+        results["repos"][spec.name] = per
+        out = args.results or args.out / "adapt-results.json"
+        out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

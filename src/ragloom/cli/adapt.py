@@ -1,0 +1,133 @@
+"""``ragloom adapt``: fit the learned ranking model to this repository's history and feedback,
+show what it changed, or undo what feedback changed (issue 22; :mod:`ragloom.learn.adapt`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ragloom.cli.app import echo_json, handle_errors, open_for_read, progress_bars
+from ragloom.errors import ConfigError
+
+__all__ = ["adapt_cmd"]
+
+SHOW_FEATURES = 8
+"""Features listed by ``--show``."""
+
+
+@click.command("adapt")
+@click.option(
+    "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=1.0),
+    default=None,
+    help="Seconds of mining before fitting on what there is [25].",
+)
+@click.option(
+    "--max-examples", type=click.IntRange(min=1), default=None, help="History questions [200]."
+)
+@click.option("--no-feedback", is_flag=True, help="Fit on the history only.")
+@click.option("--show", is_flag=True, help="Show the repository model and what feedback changed.")
+@click.option("--reset-feedback", is_flag=True, help="Undo what feedback changed.")
+@click.option("--remove", is_flag=True, help="Delete the repository model (rank with the global).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@handle_errors
+def adapt_cmd(
+    index_dir: Path | None,
+    time_limit: float | None,
+    max_examples: int | None,
+    no_feedback: bool,
+    show: bool,
+    reset_feedback: bool,
+    remove: bool,
+    as_json: bool,
+    no_progress: bool,
+) -> None:
+    """Adapt the learned ranking (``+learned``) to this repository.
+
+    Asks the index the repository's own past commit messages (each with the history as it
+    stood before that commit) and the answers its users rated, and fits a bounded correction of
+    the shipped model on them; ``status`` then reports ``ranking_model: repository``.
+    """
+    from ragloom.learn import adapt as learn
+    from ragloom.retrieve.adapt import describe, repository_model
+
+    if sum((show, reset_feedback, remove)) > 1:
+        raise ConfigError("--show, --reset-feedback and --remove go one at a time")
+    idx = open_for_read(str(index_dir) if index_dir else None)
+    path = learn.model_path(idx)
+    if show or reset_feedback or remove:
+        if remove:
+            existed = path.exists()
+            path.unlink(missing_ok=True)
+            out: dict[str, object] = {"removed": existed, "ranking_model": {"model": "global"}}
+        else:
+            model = learn.reset_feedback(idx) if reset_feedback else repository_model(idx.index_dir)
+            out = {"ranking_model": describe(model)}
+            if model is not None:
+                out["feedback_changes"] = dict(model.feedback_changes()[:SHOW_FEATURES])
+                out["history_changes"] = {
+                    idx_name: float(v)
+                    for idx_name, v in sorted(
+                        zip(model.names, model.history, strict=True), key=lambda t: -abs(t[1])
+                    )[:SHOW_FEATURES]
+                }
+        if as_json:
+            echo_json(out)
+            return
+        _print_model(out, reset_feedback, remove)
+        return
+    show_bar = not no_progress and sys.stderr.isatty()
+    with progress_bars(show_bar) as bar:
+        report, _ = learn.adapt_index(
+            idx,
+            time_limit=time_limit if time_limit is not None else learn.TIME_LIMIT_S,
+            max_examples=max_examples or learn.MAX_EXAMPLES,
+            feedback=not no_feedback,
+            progress=lambda i, n: bar("adapt", i, n),
+        )
+    idx.close()
+    if as_json:
+        echo_json(report.to_dict())
+        return
+    if report.status == "fitted":
+        mrr = report.train_mrr
+        click.echo(
+            f"adapted: {report.examples} history questions ({report.asked} asked), "
+            f"{report.feedback_answers} rated answers"
+            f"{'' if report.feedback_used else ' (too few to use)'}; "
+            f"MRR@10 on them {mrr.get('global', 0):.3f} -> {mrr.get('adapted', 0):.3f}; "
+            f"model {report.digest} in {report.seconds:.1f}s"
+        )
+    else:
+        click.echo(f"not adapted: {report.reason}; +learned ranks with the global model")
+
+
+def _print_model(out: dict[str, object], reset: bool, remove: bool) -> None:
+    rm = out["ranking_model"]
+    assert isinstance(rm, dict)
+    if remove:
+        click.echo("repository model removed" if out["removed"] else "no repository model")
+        return
+    if rm.get("model") != "repository":
+        click.echo("no repository model: +learned ranks with the global model")
+        return
+    head = "feedback reset; " if reset else ""
+    click.echo(
+        f"{head}repository model {rm['digest']} over global {rm['base_digest']}: "
+        f"{rm['examples']} history questions, {rm['feedback_answers']} rated answers "
+        f"(feedback {'in use' if rm['feedback_used'] else 'not in use'})"
+    )
+    for title, key in (
+        ("history changed", "history_changes"),
+        ("feedback changed", "feedback_changes"),
+    ):
+        changes = out.get(key)
+        if isinstance(changes, dict) and any(changes.values()):
+            shown = ", ".join(f"{k} {v:+.3f}" for k, v in changes.items() if v)
+            click.echo(f"{title}: {shown}")

@@ -1,0 +1,351 @@
+"""Adapt the learned ranking model to one repository: from its own history, then from its
+users' feedback (issue 22, items 3 and 4; docs/ranking.md "Per-repository adaptation").
+
+**History.** The repository's qualifying commits (the rules of the outside mining,
+:func:`ragloom.eval.mining.qualifying_questions`: a real message, 1 to 5 library source files,
+the modified ones the answer), newest first, at most :data:`MAX_EXAMPLES`, are asked of the
+index as it stands, each with the change history cut just before its commit (the ranking never
+sees the commit it is asked about, or a later one: :class:`ragloom.eval.gitrun.HistoryAsOf`).
+The candidates' features are taken where the learned stage runs (the ``tapped`` hook), labelled
+by the commit's files. Mining stops at a time limit (:data:`TIME_LIMIT_S`) and fits on what it
+has; below :data:`~ragloom.retrieve.adapt.MIN_EXAMPLES` questions with a right answer among the
+candidates nothing is fitted.
+
+**Feedback.** Every answer rated (or with chunks recorded as used) since the last reset is asked
+again; the files of chunks rated helpful or partially helpful, or used, are right answers, the
+files of chunks rated not helpful wrong ones. Below :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`
+such answers feedback changes nothing; above, its correction is capped
+(:data:`~ragloom.retrieve.adapt.FEEDBACK_MAX_NORM`). :func:`reset_feedback` forgets what
+feedback changed (the ratings stay recorded, but only newer ones count).
+
+The model is written atomically to ``<index>/ranker-adapted.json`` and read by
+:class:`ragloom.api.Index` when it opens its retriever; ``+learned`` ranks with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragloom.api import Index
+from ragloom.eval.gitdata import read_log
+from ragloom.eval.gitrun import HistoryAsOf
+from ragloom.eval.mining import qualifying_questions
+from ragloom.index.atomic import atomic_write_bytes
+from ragloom.retrieve.adapt import (
+    ADAPTED_MODEL_NAME,
+    FEEDBACK_L2,
+    FEEDBACK_MAX_NORM,
+    HISTORY_L2,
+    HISTORY_MAX_NORM,
+    MIN_EXAMPLES,
+    MIN_FEEDBACK,
+    AdaptedModel,
+    Example,
+    fit_correction,
+    load_adapted,
+    pairwise_mrr,
+    standardisation,
+)
+from ragloom.retrieve.ranker import RankerModel
+from ragloom.retrieve.stages.features import tapped
+from ragloom.retrieve.stages.learned import default_model
+from ragloom.sources.commit_history import CommitHistory
+
+__all__ = [
+    "MAX_EXAMPLES",
+    "SCAN_COMMITS",
+    "TIME_LIMIT_S",
+    "AdaptReport",
+    "adapt_index",
+    "feedback_examples",
+    "fit_adapted",
+    "history_examples",
+    "reset_feedback",
+]
+
+log = logging.getLogger("ragloom")
+
+MAX_EXAMPLES = 200
+"""Newest qualifying commits asked (the commit evaluation's tune split: 200 and 400 give the
+same figures, 100 less; docs/ranking.md)."""
+SCAN_COMMITS = 5000
+"""Newest commits read from git to find them."""
+TIME_LIMIT_S = 25.0
+"""Mining stops here and fits on what it has (issue 22: under 30 s for this repository)."""
+SEARCH_TOP_K = 50
+MINING_STRATEGY = "hybrid+handset"
+"""The hand-set ranking: the features are taken before the learned stage, whatever it does."""
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(slots=True)
+class AdaptReport:
+    """What :func:`adapt_index` did (``ragloom adapt --json``)."""
+
+    status: str
+    """``fitted`` (a repository model is in use), ``global`` (too few examples: the global
+    model is used, any earlier repository model removed)."""
+    reason: str
+    examples: int = 0
+    """Questions from the history with a right answer among the candidates."""
+    asked: int = 0
+    """Questions from the history asked (mining stops at the time limit)."""
+    feedback_answers: int = 0
+    feedback_used: bool = False
+    newest_commit: str = ""
+    seconds: float = 0.0
+    digest: str = ""
+    """The repository model's digest (empty with ``global``)."""
+    base_digest: str = ""
+    path: str = ""
+    train_mrr: dict[str, float] = field(default_factory=dict)
+    """MRR@10 (files' first right chunk) on the examples it was fitted on: ``global`` and
+    ``adapted``; a check that the fit went the right way, not a held-back figure."""
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _capture(
+    into: list[tuple[list[str], np.ndarray]],
+) -> Callable[[Any, list[int], np.ndarray], None]:
+    def tap(state: Any, rowids: list[int], x: np.ndarray) -> None:
+        info = state.source.chunk_info(rowids)
+        into.append(([info[r][0] if r in info else "" for r in rowids], x))
+
+    return tap
+
+
+def ask(index: Any, query: str) -> tuple[list[str], np.ndarray] | None:
+    """The candidates' paths and feature rows where the learned stage runs, for ``query``."""
+    captured: list[tuple[list[str], np.ndarray]] = []
+    with tapped(_capture(captured)):
+        index.search(query, top_k=SEARCH_TOP_K, strategy=MINING_STRATEGY)
+    return captured[0] if captured else None
+
+
+def _prefix(index: Index) -> str:
+    return str(getattr(index.retriever.history, "prefix", "") or "")
+
+
+def history_examples(
+    index: Index,
+    git_dir: Path,
+    *,
+    rev: str = "HEAD",
+    before: int | None = None,
+    max_examples: int = MAX_EXAMPLES,
+    time_limit: float = TIME_LIMIT_S,
+    progress: Progress | None = None,
+) -> tuple[list[Example], int, str]:
+    """(examples, questions asked, newest commit asked) from ``git_dir``'s history at ``rev``:
+    commits older than ``before`` (epoch seconds) only, when given."""
+    commits = read_log(git_dir, f"--max-count={SCAN_COMMITS}", rev)
+    chosen = qualifying_questions(commits, max_examples, before)[::-1]  # newest first
+    retriever = index.retriever
+    whole = retriever.history
+    prefix = _prefix(index)
+    as_of = HistoryAsOf(whole) if isinstance(whole, CommitHistory) else None
+    if as_of is not None:
+        retriever.history = as_of
+    out: list[Example] = []
+    asked = 0
+    t0 = time.perf_counter()
+    try:
+        for ts, sha, query, gold in chosen:
+            if time.perf_counter() - t0 > time_limit:
+                break
+            if as_of is not None:
+                as_of.before = ts
+            got = ask(index, query)
+            asked += 1
+            if progress:
+                progress(asked, len(chosen))
+            if got is None:
+                continue
+            n = len(prefix)
+            files = {g[n:] for g in gold if g.startswith(prefix)}
+            paths, x = got
+            labels = np.array([1 if p in files else 0 for p in paths])
+            if labels.any():
+                out.append(Example(x, labels, 1.0, sha))
+    finally:
+        retriever.history = whole
+    newest = chosen[0][1] if chosen else ""
+    return out, asked, newest
+
+
+def feedback_examples(
+    index: Index, answers: Sequence[dict[str, Any]], *, searcher: Any = None
+) -> list[Example]:
+    """Examples of rated answers (:meth:`ragloom.server.feedback.FeedbackBase.rated_answers`):
+    each asked again (of ``searcher``, by default ``index``); files of helpful, partially
+    helpful or used chunks are right answers, files of chunks rated not helpful wrong ones (a
+    file both rated and used counts as right)."""
+    ids = sorted({c for a in answers for c in (*a["ratings"], *a["used"])})
+    rows = index._reader_store().chunks_by_ids(ids) if ids else {}
+    path_of = {cid: row.path for cid, row in rows.items()}
+    out: list[Example] = []
+    for a in answers:
+        good = {path_of[c] for c in a["used"] if c in path_of}
+        good |= {path_of[c] for c, r in a["ratings"].items() if c in path_of and r != "not_helpful"}
+        bad = {path_of[c] for c, r in a["ratings"].items() if c in path_of and r == "not_helpful"}
+        bad -= good
+        if not good and not bad:
+            continue
+        got = ask(searcher if searcher is not None else index, str(a["query"]))
+        if got is None:
+            continue
+        paths, x = got
+        labels = np.array([1 if p in good else -1 if p in bad else 0 for p in paths])
+        if (labels != 0).any():
+            out.append(Example(x, labels, 1.0, str(a["query_id"])))
+    return out
+
+
+def fit_adapted(
+    base: RankerModel,
+    history: Sequence[Example],
+    feedback: Sequence[Example] = (),
+    *,
+    meta: dict[str, Any] | None = None,
+    history_l2: float = HISTORY_L2,
+    history_max_norm: float = HISTORY_MAX_NORM,
+) -> AdaptedModel | None:
+    """The repository's model over ``base``, or None when neither part has enough examples
+    (:data:`~ragloom.retrieve.adapt.MIN_EXAMPLES`, :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`)."""
+    use_history = len(history) >= MIN_EXAMPLES
+    use_feedback = len(feedback) >= MIN_FEEDBACK
+    if not use_history and not use_feedback:
+        return None
+    mean, scale = standardisation(base, [*history, *feedback])
+    n = len(base.names)
+    d_hist = np.zeros(n)
+    if use_history:
+        scores = [base.predict(e.x) for e in history]
+        d_hist = fit_correction(
+            history, scores, mean, scale, l2=history_l2, max_norm=history_max_norm
+        )
+    d_fb = np.zeros(n)
+    if use_feedback:
+        scores = [base.predict(e.x) + ((e.x - mean) / scale) @ d_hist for e in feedback]
+        d_fb = fit_correction(
+            feedback, scores, mean, scale, l2=FEEDBACK_L2, max_norm=FEEDBACK_MAX_NORM
+        )
+    return AdaptedModel(base, mean, scale, d_hist, d_fb, dict(meta or {}))
+
+
+def model_path(index: Index) -> Path:
+    return index.index_dir / ADAPTED_MODEL_NAME
+
+
+def _write(path: Path, model: AdaptedModel) -> None:
+    atomic_write_bytes(path, model.to_json().encode())
+
+
+def _feedback_since(path: Path, base: RankerModel) -> float:
+    try:
+        old = load_adapted(path, base)
+    except Exception:  # a stale or damaged model is replaced below
+        return 0.0
+    return float(old.meta.get("feedback_since", 0.0)) if old is not None else 0.0
+
+
+def adapt_index(
+    index: Index,
+    *,
+    before: int | None = None,
+    rev: str = "HEAD",
+    max_examples: int = MAX_EXAMPLES,
+    time_limit: float = TIME_LIMIT_S,
+    feedback: bool = True,
+    write: bool = True,
+    progress: Progress | None = None,
+) -> tuple[AdaptReport, AdaptedModel | None]:
+    """Fit the repository's model of ``index`` (history, then feedback) and write it (with
+    ``write``); the report and the model (None: the global one applies)."""
+    from ragloom.sources.commits import git_dir_of
+
+    t0 = time.perf_counter()
+    base = default_model()
+    path = model_path(index)
+    report = AdaptReport("global", "", base_digest=base.digest, path=str(path))
+    git_dir = git_dir_of(index.root)
+    history: list[Example] = []
+    if git_dir is None:
+        report.reason = "not a git work tree"
+    else:
+        history, report.asked, report.newest_commit = history_examples(
+            index, git_dir, rev=rev, before=before, max_examples=max_examples,
+            time_limit=time_limit, progress=progress,
+        )  # fmt: skip
+    report.examples = len(history)
+    fb: list[Example] = []
+    since = _feedback_since(path, base)
+    if feedback:
+        from ragloom.server.feedback import FEEDBACK_DB_NAME, FeedbackStore
+
+        if (index.index_dir / FEEDBACK_DB_NAME).is_file():
+            store = FeedbackStore(index.index_dir)
+            try:
+                answers = store.rated_answers(since)
+            finally:
+                store.close()
+            fb = feedback_examples(index, answers)
+    report.feedback_answers = len(fb)
+    report.feedback_used = len(fb) >= MIN_FEEDBACK
+    meta = {
+        "examples": len(history),
+        "asked": report.asked,
+        "newest_commit": report.newest_commit,
+        "feedback_answers": len(fb),
+        "feedback_since": since,
+        "fitted_at": round(time.time(), 3),
+    }
+    model = fit_adapted(base, history, fb, meta=meta)
+    report.seconds = round(time.perf_counter() - t0, 3)
+    if model is None:
+        report.reason = report.reason or (
+            f"{len(history)} history questions with an answer (at least {MIN_EXAMPLES} needed)"
+            f" and {len(fb)} rated answers (at least {MIN_FEEDBACK})"
+        )
+        if write and path.exists():
+            path.unlink()
+        return report, None
+    report.status = "fitted"
+    report.digest = model.digest
+    examples = [*history, *fb]
+    report.train_mrr = {
+        "global": round(pairwise_mrr(examples, [base.predict(e.x) for e in examples]), 4),
+        "adapted": round(pairwise_mrr(examples, [model.predict(e.x) for e in examples]), 4),
+    }
+    if write:
+        _write(path, model)
+    log.info("ranking model adapted", extra={"report": report.to_dict()})
+    return report, model
+
+
+def reset_feedback(index: Index) -> AdaptedModel | None:
+    """Forget what feedback changed: the repository's model keeps its history part only, and
+    only ratings recorded from now on count at the next adaptation. None when the index has no
+    repository model."""
+    base = default_model()
+    path = model_path(index)
+    model = load_adapted(path, base)
+    if model is None:
+        return None
+    cleared = model.without_feedback()
+    meta = dict(cleared.meta)
+    meta["feedback_since"] = round(time.time(), 3)
+    meta["feedback_answers"] = 0
+    out = AdaptedModel(base, cleared.mean, cleared.scale, cleared.history, cleared.feedback, meta)
+    _write(path, out)
+    return out

@@ -1,0 +1,327 @@
+"""A repository's own ranking model: the shipped global model plus a bounded linear correction
+fitted on this repository's history and its users' feedback (issue 22, items 3 and 4;
+docs/ranking.md "Per-repository adaptation").
+
+The global model (:mod:`ragloom.retrieve.ranker`, fitted on 35 outside repositories) is kept as
+it is; the adaptation adds ``z . delta`` to its score, where ``z`` is a candidate's standardised
+feature row. Two corrections are summed: ``history`` (fitted on questions mined from the
+repository's own commits, :mod:`ragloom.learn.adapt`) and ``feedback`` (fitted afterwards, on
+top of the first, from recorded ratings). Each is a pairwise logistic (RankNet) fit from zero
+with an L2 pull towards zero, and its length is capped (:data:`HISTORY_MAX_NORM`,
+:data:`FEEDBACK_MAX_NORM`): a handful of examples can move the ranking only a bounded step, and
+none moves it at all below :data:`MIN_EXAMPLES` (:data:`MIN_FEEDBACK` for ratings).
+
+Everything here is pure numpy and deterministic (full-batch gradient descent from zero), so the
+same examples give the same model bytes. :class:`AdaptedModel` scores like a
+:class:`~ragloom.retrieve.ranker.RankerModel` and names the global model it was fitted on; one
+fitted on another global model (an upgrade shipped a new one) is refused with
+:class:`~ragloom.retrieve.ranker.RankerModelError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragloom.retrieve.ranker import RankerModel, RankerModelError
+
+__all__ = [
+    "ADAPTED_FORMAT",
+    "ADAPTED_MODEL_NAME",
+    "FEEDBACK_MAX_NORM",
+    "HISTORY_MAX_NORM",
+    "MIN_EXAMPLES",
+    "MIN_FEEDBACK",
+    "AdaptedModel",
+    "Example",
+    "adapted_from_dict",
+    "describe",
+    "fit_correction",
+    "load_adapted",
+    "pairwise_mrr",
+    "repository_model",
+    "standardisation",
+]
+
+ADAPTED_FORMAT = "ragloom-adapted-1"
+ADAPTED_MODEL_NAME = "ranker-adapted.json"
+"""The file in the index folder that holds the repository's model."""
+MIN_EXAMPLES = 20
+"""Questions mined from the repository's history below which no correction is fitted (the
+global model is used as it is)."""
+MIN_FEEDBACK = 20
+"""Rated answers below which feedback changes nothing."""
+HISTORY_L2 = 1.0
+"""L2 pull of the history correction towards zero (chosen on the commit evaluation's tune
+split, docs/ranking.md "Per-repository adaptation")."""
+HISTORY_MAX_NORM = 1.0
+"""Length cap of the history correction, in standardised-feature units (the global model's
+weight vector is about 1.2 long)."""
+FEEDBACK_L2 = 1.0
+FEEDBACK_MAX_NORM = 0.25
+"""Length cap of the feedback correction: ratings nudge, they do not re-learn."""
+DECIMALS = 12
+"""Digits the model file keeps."""
+STEPS = 300
+LEARNING_RATE = 0.0
+"""Gradient step; 0: the inverse of the loss's curvature bound (a step that cannot diverge,
+whatever the L2)."""
+UNRATED_OVER_NEGATIVE = 0.5
+"""Weight of the pairs "an unrated candidate above one rated not helpful" against "a helpful
+one above the rest" (1.0)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One asked question: its candidates' feature rows and their labels (1 a right answer,
+    -1 one rated not helpful, 0 the rest), weighted in the fit."""
+
+    x: np.ndarray
+    labels: np.ndarray
+    weight: float = 1.0
+    id: str = ""
+
+
+def _standardisation(base: RankerModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if base.kind == "linear":
+        return base.mean.copy(), base.scale.copy()
+    mean = rows.mean(axis=0) if len(rows) else np.zeros(len(base.names))
+    scale = rows.std(axis=0) if len(rows) else np.ones(len(base.names))
+    scale[scale < 1e-9] = 1.0
+    return mean, scale
+
+
+def _pairs(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(higher, lower, weight) index arrays of the ordered pairs a group's labels state."""
+    pos = np.flatnonzero(labels > 0)
+    rest = np.flatnonzero(labels <= 0)
+    neg = np.flatnonzero(labels < 0)
+    unrated = np.flatnonzero(labels == 0)
+    hi = [np.repeat(pos, len(rest)), np.repeat(unrated, len(neg))]
+    lo = [np.tile(rest, len(pos)), np.tile(neg, len(unrated))]
+    w = [np.ones(len(pos) * len(rest)), np.full(len(unrated) * len(neg), UNRATED_OVER_NEGATIVE)]
+    return np.concatenate(hi), np.concatenate(lo), np.concatenate(w)
+
+
+def fit_correction(
+    examples: Sequence[Example],
+    base_scores: Sequence[np.ndarray],
+    mean: np.ndarray,
+    scale: np.ndarray,
+    *,
+    l2: float,
+    max_norm: float,
+    steps: int = STEPS,
+    lr: float = LEARNING_RATE,
+) -> np.ndarray:
+    """The correction ``delta`` (standardised-feature weights) that, added to ``base_scores``,
+    best orders each example's labelled pairs (pairwise logistic loss, each example weighing its
+    ``weight`` whatever its pair count, plus ``l2 / 2 * |delta|^2``), by ``steps`` of
+    full-batch gradient descent from zero; its length capped at ``max_norm``. Zero when no
+    example states a pair."""
+    diffs: list[np.ndarray] = []
+    offsets: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    for ex, b in zip(examples, base_scores, strict=True):
+        hi, lo, w = _pairs(np.asarray(ex.labels))
+        if not len(hi):
+            continue
+        z = (np.asarray(ex.x, dtype=np.float64) - mean) / scale
+        diffs.append(z[hi] - z[lo])
+        offsets.append(np.asarray(b, dtype=np.float64)[hi] - np.asarray(b, dtype=np.float64)[lo])
+        weights.append(ex.weight * w / w.sum())
+    delta = np.zeros(len(mean))
+    if not diffs:
+        return delta
+    d = np.vstack(diffs)
+    off = np.concatenate(offsets)
+    w = np.concatenate(weights)
+    w = w / w.sum()
+    if lr <= 0:
+        # 1 / (the loss's curvature bound): the logistic loss curves at most 1/4 per pair
+        lr = 1.0 / (0.25 * float(np.linalg.eigvalsh((d.T * w) @ d)[-1]) + l2 + 1e-12)
+    for _ in range(steps):
+        margin = off + d @ delta
+        # d/d(delta) of log(1 + exp(-margin)) is -sigmoid(-margin) * d
+        g = -(d.T @ (w * 0.5 * (1.0 - np.tanh(margin / 2.0)))) + l2 * delta
+        delta = delta - lr * g
+    norm = float(np.linalg.norm(delta))
+    if norm > max_norm > 0:
+        delta = delta * (max_norm / norm)
+    return np.asarray(delta)
+
+
+def pairwise_mrr(examples: Sequence[Example], scores: Sequence[np.ndarray]) -> float:
+    """Mean reciprocal rank (at 10) of the first positive of each example with a positive,
+    candidates ordered by ``scores`` (ties keep their order): how a correction is checked."""
+    rr: list[float] = []
+    for ex, s in zip(examples, scores, strict=True):
+        lab = np.asarray(ex.labels)
+        if not (lab > 0).any():
+            continue
+        order = np.lexsort((np.arange(len(s)), -np.asarray(s)))
+        first = int(np.flatnonzero(lab[order] > 0)[0])
+        rr.append(1.0 / (first + 1) if first < 10 else 0.0)
+    return float(np.mean(rr)) if rr else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptedModel:
+    """The global model plus the repository's corrections (:func:`fit_correction`)."""
+
+    base: RankerModel
+    mean: np.ndarray
+    scale: np.ndarray
+    history: np.ndarray
+    feedback: np.ndarray
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    """What it was fitted on: example counts, newest commit, seconds, figures."""
+
+    kind = "adapted"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.base.names
+
+    @property
+    def features(self) -> str:
+        return self.base.features
+
+    @property
+    def delta(self) -> np.ndarray:
+        return np.asarray(self.history + self.feedback)
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256(self.base.digest.encode())
+        for a in (self.mean, self.scale, self.history, self.feedback):
+            # rounded as the file keeps them: a model and its reloaded copy share a digest
+            h.update(np.ascontiguousarray(np.round(a, DECIMALS), dtype=np.float64).tobytes())
+        return h.hexdigest()[:12]
+
+    def _z(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray((x - self.mean) / self.scale)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(self.base.predict(x) + self._z(x) @ self.delta)
+
+    def contributions(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(self.base.contributions(x) + self._z(x) * self.delta)
+
+    def without_feedback(self) -> AdaptedModel:
+        meta = {k: v for k, v in self.meta.items() if not k.startswith("feedback")}
+        return AdaptedModel(
+            self.base, self.mean, self.scale, self.history, np.zeros_like(self.feedback), meta
+        )
+
+    def feedback_changes(self) -> list[tuple[str, float]]:
+        """The feedback correction's weights by feature, largest first (``ragloom adapt
+        --show``)."""
+        order = np.argsort(-np.abs(self.feedback), kind="stable")
+        return [(self.names[int(i)], float(self.feedback[int(i)])) for i in order]
+
+    def to_dict(self) -> dict[str, Any]:
+        def floats(a: np.ndarray) -> list[float]:
+            return [round(float(v), DECIMALS) for v in a]
+
+        return {
+            "format": ADAPTED_FORMAT,
+            "features": self.features,
+            "names": list(self.names),
+            "base_digest": self.base.digest,
+            "mean": floats(self.mean),
+            "scale": floats(self.scale),
+            "history": floats(self.history),
+            "feedback": floats(self.feedback),
+            "meta": dict(self.meta),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
+
+
+def adapted_from_dict(data: Mapping[str, Any], base: RankerModel) -> AdaptedModel:
+    """The repository's model of ``data`` over ``base``; refused
+    (:class:`~ragloom.retrieve.ranker.RankerModelError`) when it was fitted over another global
+    model or feature set."""
+    if data.get("format") != ADAPTED_FORMAT:
+        raise RankerModelError(f"not a repository ranking model (format {data.get('format')!r})")
+    if data.get("features") != base.features or tuple(data.get("names", ())) != base.names:
+        raise RankerModelError(
+            "the repository's ranking model was fitted on other features: run `ragloom adapt`"
+        )
+    if data.get("base_digest") != base.digest:
+        raise RankerModelError(
+            f"the repository's ranking model adapts global model {data.get('base_digest')}, "
+            f"but this ragloom ships {base.digest}: run `ragloom adapt`"
+        )
+    n = len(base.names)
+    arrays = [
+        np.asarray(data[k], dtype=np.float64) for k in ("mean", "scale", "history", "feedback")
+    ]
+    if any(a.shape != (n,) for a in arrays):
+        raise RankerModelError("the repository's ranking model is damaged: run `ragloom adapt`")
+    mean, scale, hist, fb = arrays
+    return AdaptedModel(base, mean, scale, hist, fb, dict(data.get("meta", {})))
+
+
+def load_adapted(path: Path, base: RankerModel) -> AdaptedModel | None:
+    """The model at ``path`` over ``base``; None when there is none; refused
+    (:class:`~ragloom.retrieve.ranker.RankerModelError`) when unreadable or stale."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RankerModelError(f"cannot read the repository's ranking model {path}: {exc}") from exc
+    return adapted_from_dict(data, base)
+
+
+def standardisation(
+    base: RankerModel, examples: Sequence[Example]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (mean, scale) a correction over ``base`` works in: the global model's own for a
+    linear model, else the examples' rows'."""
+    rows = np.vstack([e.x for e in examples if len(e.x)]) if examples else np.zeros((0, 0))
+    return _standardisation(base, rows)
+
+
+def repository_model(index_dir: Path) -> AdaptedModel | None:
+    """The repository model of the index at ``index_dir`` for the learned stage; None when
+    there is none, or (with a warning) when it cannot be used: ranking then uses the global
+    model."""
+    import logging
+
+    from ragloom.retrieve.stages.learned import default_model
+
+    path = index_dir / ADAPTED_MODEL_NAME
+    if not path.is_file():
+        return None
+    try:
+        return load_adapted(path, default_model())
+    except RankerModelError as exc:
+        logging.getLogger("ragloom").warning("repository ranking model not used: %s", exc)
+        return None
+
+
+def describe(model: AdaptedModel | None) -> dict[str, object]:
+    """``status``'s ``ranking_model``: which model ``+learned`` ranks with."""
+    if model is None:
+        return {"model": "global"}
+    meta = model.meta
+    return {
+        "model": "repository",
+        "digest": model.digest,
+        "base_digest": model.base.digest,
+        "examples": meta.get("examples", 0),
+        "feedback_answers": meta.get("feedback_answers", 0),
+        "feedback_used": bool(np.any(model.feedback != 0)),
+        "newest_commit": meta.get("newest_commit", ""),
+        "fitted_at": meta.get("fitted_at"),
+    }

@@ -1,0 +1,146 @@
+"""``ragloom adapt`` on a real git repository: the learned ranking fitted to its own history,
+reported by ``status``, used by ``+learned``, nudged by feedback, reset, removed; a stale
+model is refused with a warning and ranking goes on with the global one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import ragloom
+from ragloom.cli import cli
+from ragloom.learn.adapt import model_path
+from ragloom.retrieve.adapt import MIN_FEEDBACK, AdaptedModel
+from ragloom.server.feedback import FeedbackStore, QueryLogEntry
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+TOPICS = {
+    "router": ["route", "path", "slash", "method", "prefix"],
+    "cookies": ["cookie", "header", "quote", "expiry", "domain"],
+    "templates": ["template", "context", "escape", "filter", "block"],
+    "sessions": ["session", "token", "expire", "secret", "store"],
+    "forms": ["form", "field", "validate", "upload", "multipart"],
+}
+VERBS = ["Fix", "Handle", "Support", "Refactor", "Speed up"]
+
+
+def _git(cwd: Path, *args: str, date: str = "") -> str:
+    env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date} if date else None
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("adapt") / "web"
+    (root / "web").mkdir(parents=True)
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "config", "user.email", "a@b.c")
+    _git(root, "config", "user.name", "A")
+    for name, words in TOPICS.items():
+        body = "".join(f"def {w}_{name}(value):\n    return value  # {w}\n\n" for w in words)
+        (root / "web" / f"{name}.py").write_text(body)
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "Initial import of the web toolkit", date="2021-01-01T00:00")
+    n = 0
+    for verb in VERBS:
+        for name, words in TOPICS.items():
+            n += 1
+            with (root / "web" / f"{name}.py").open("a") as fh:
+                fh.write(f"# change {n}\n")
+            msg = f"{verb} {words[n % 5]} {name} handling of the {words[(n + 1) % 5]}"
+            _git(root, "commit", "-q", "-am", msg, date=f"2021-02-{n:02d}T00:00")
+    return root
+
+
+def _run(*args: str) -> dict[str, object]:
+    res = CliRunner().invoke(cli, [*args, "--json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)  # type: ignore[no-any-return]
+
+
+def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
+    idx_dir = str(repo / ".ragloom")
+    _run("index", str(repo), "--model", "hashing:64", "--no-progress")
+    assert _run("status", "--index-dir", idx_dir)["ranking_model"] == {"model": "global"}
+
+    t0 = time.perf_counter()
+    report = _run("adapt", "--index-dir", idx_dir, "--no-progress")
+    assert report["status"] == "fitted", report
+    assert int(report["examples"]) >= 20  # type: ignore[call-overload]
+    assert report["feedback_used"] is False
+    assert time.perf_counter() - t0 < 60
+    status = _run("status", "--index-dir", idx_dir)["ranking_model"]
+    assert isinstance(status, dict)
+    assert status["model"] == "repository" and status["digest"] == report["digest"]
+
+    index = ragloom.Index.at(Path(idx_dir))
+    try:
+        assert isinstance(index.retriever.ranker, AdaptedModel)
+        res = index.search("Fix cookie header quoting", top_k=5, strategy="hybrid+learned",
+                           explain=True)  # fmt: skip
+        assert res.hits and all("learned_features" in h.explain for h in res.hits)
+        # ratings: every answer's router hit helpful (enough answers to count)
+        store = FeedbackStore(Path(idx_dir))
+        try:
+            for i in range(MIN_FEEDBACK + 2):
+                hits = index.search(f"change {i} of the route path", top_k=5).hits
+                qid = f"q{i}"
+                store.log_queries([QueryLogEntry(qid, "search", f"change {i} of the route path",
+                                                 "hybrid", 0, tuple(h.id for h in hits),
+                                                 time.time())])  # fmt: skip
+                good = [h for h in hits if h.path == "web/router.py"]
+                bad = [h for h in hits if h.path != "web/router.py"]
+                if good:
+                    store.record_feedback(qid, good[0].id, "helpful")
+                if bad:
+                    store.record_feedback(qid, bad[0].id, "not_helpful")
+        finally:
+            store.close()
+    finally:
+        index.close()
+
+    again = _run("adapt", "--index-dir", idx_dir, "--no-progress")
+    assert again["feedback_answers"] == MIN_FEEDBACK + 2 and again["feedback_used"] is True
+    shown = _run("adapt", "--index-dir", idx_dir, "--show")
+    changes = shown["feedback_changes"]
+    assert isinstance(changes, dict) and any(changes.values())
+    reset = _run("adapt", "--index-dir", idx_dir, "--reset-feedback")
+    assert reset["ranking_model"]["feedback_used"] is False  # type: ignore[index]
+    # ratings from before the reset no longer count
+    after = _run("adapt", "--index-dir", idx_dir, "--no-progress")
+    assert after["feedback_answers"] == 0 and after["examples"] == report["examples"]
+    assert after["digest"] == report["digest"]  # same history: the same model
+
+    # a model fitted over another global model is refused; ranking goes on with the global one
+    path = model_path(ragloom.Index.at(Path(idx_dir)))
+    data = json.loads(path.read_text())
+    data["base_digest"] = "0" * 12
+    path.write_text(json.dumps(data))
+    assert _run("status", "--index-dir", idx_dir)["ranking_model"] == {"model": "global"}
+    index = ragloom.Index.at(Path(idx_dir))
+    try:
+        assert index.retriever.ranker is None
+        assert index.search("Fix cookie header quoting", strategy="hybrid+learned").hits
+    finally:
+        index.close()
+    removed = _run("adapt", "--index-dir", idx_dir, "--remove")
+    assert removed["removed"] is True and not path.exists()
+
+
+def test_outside_git_the_global_model_stays(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("def route(path):\n    return path\n")
+    _run("index", str(tmp_path), "--model", "hashing:64", "--no-progress")
+    report = _run("adapt", "--index-dir", str(tmp_path / ".ragloom"), "--no-progress")
+    assert report["status"] == "global" and "not a git work tree" in str(report["reason"])
+    res = CliRunner().invoke(cli, ["adapt", "--index-dir", str(tmp_path / ".ragloom"), "--show"])
+    assert res.exit_code == 0 and "global model" in res.output

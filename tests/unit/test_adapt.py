@@ -1,0 +1,124 @@
+"""The per-repository correction of the learned ranking model: the fit moves the ranking
+towards the labelled pairs, stays within its length cap, fits nothing below the minimum, is
+deterministic, and a model fitted over another global model is refused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragloom.learn.adapt import fit_adapted
+from ragloom.retrieve.adapt import (
+    FEEDBACK_MAX_NORM,
+    MIN_EXAMPLES,
+    MIN_FEEDBACK,
+    AdaptedModel,
+    Example,
+    adapted_from_dict,
+    describe,
+    fit_correction,
+    pairwise_mrr,
+)
+from ragloom.retrieve.ranker import RankerModel, RankerModelError
+
+NAMES = ("a", "b", "c")
+
+
+def _base(weight: tuple[float, ...] = (1.0, 0.0, 0.0)) -> RankerModel:
+    n = len(NAMES)
+    return RankerModel.linear("f-test", NAMES, {}, np.array(weight), np.zeros(n), np.ones(n))
+
+
+def _examples(n: int, seed: int = 0, good: int = 1) -> list[Example]:
+    """Groups where feature ``good`` marks the right answer and feature 0 (what the base model
+    ranks by) is noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        x = rng.normal(size=(10, 3))
+        labels = np.zeros(10, dtype=int)
+        labels[3] = 1
+        x[3, good] += 3.0
+        out.append(Example(x, labels, 1.0, f"q{i}"))
+    return out
+
+
+def test_the_correction_learns_what_the_base_misses() -> None:
+    base = _base()
+    ex = _examples(MIN_EXAMPLES + 10)
+    model = fit_adapted(base, ex)
+    assert model is not None
+    assert model.history[1] > 0.1  # the feature that marks the answer gains weight
+    assert not model.feedback.any()
+    before = pairwise_mrr(ex, [base.predict(e.x) for e in ex])
+    after = pairwise_mrr(ex, [model.predict(e.x) for e in ex])
+    assert after > before
+
+
+def test_nothing_is_fitted_below_the_minimum() -> None:
+    assert fit_adapted(_base(), _examples(MIN_EXAMPLES - 1)) is None
+    model = fit_adapted(_base(), _examples(MIN_EXAMPLES), _examples(MIN_FEEDBACK - 1, seed=1))
+    assert model is not None and not model.feedback.any()
+
+
+@settings(max_examples=25, deadline=None)
+@given(cap=st.floats(0.01, 3.0), l2=st.floats(0.0, 5.0), seed=st.integers(0, 50))
+def test_the_correction_never_exceeds_its_cap(cap: float, l2: float, seed: int) -> None:
+    ex = _examples(12, seed)
+    scores = [np.zeros(10) for _ in ex]
+    delta = fit_correction(ex, scores, np.zeros(3), np.ones(3), l2=l2, max_norm=cap, steps=50)
+    assert np.linalg.norm(delta) <= cap + 1e-9
+
+
+def test_feedback_is_bounded_and_labels_order_pairs() -> None:
+    # rated not helpful (-1) below unrated (0) below helpful (1)
+    x = np.eye(3)
+    ex = [Example(x, np.array([1, 0, -1]))] * MIN_FEEDBACK
+    model = fit_adapted(_base((0.0, 0.0, 0.0)), [], ex)
+    assert model is not None
+    assert np.linalg.norm(model.feedback) <= FEEDBACK_MAX_NORM + 1e-9
+    s = model.predict(x)
+    assert s[0] > s[1] > s[2]
+    assert model.feedback_changes()[0][0] in ("a", "c")
+
+
+def test_no_pairs_no_correction() -> None:
+    ex = [Example(np.ones((4, 3)), np.zeros(4, dtype=int))]
+    d = fit_correction(ex, [np.zeros(4)], np.zeros(3), np.ones(3), l2=1.0, max_norm=1.0)
+    assert not d.any()
+
+
+def test_same_examples_same_bytes_and_a_reload_keeps_the_digest() -> None:
+    base = _base()
+    a = fit_adapted(base, _examples(30), meta={"examples": 30})
+    b = fit_adapted(base, _examples(30), meta={"examples": 30})
+    assert a is not None and b is not None
+    assert a.to_json() == b.to_json()
+    again = adapted_from_dict(json.loads(a.to_json()), base)
+    assert again.digest == a.digest
+    np.testing.assert_allclose(again.predict(np.eye(3)), a.predict(np.eye(3)))
+    assert describe(again)["model"] == "repository" and describe(None) == {"model": "global"}
+
+
+def test_a_model_over_another_global_model_is_refused() -> None:
+    model = fit_adapted(_base(), _examples(30))
+    assert model is not None
+    with pytest.raises(RankerModelError, match="ragloom adapt"):
+        adapted_from_dict(json.loads(model.to_json()), _base((0.5, 0.0, 0.0)))
+    data = json.loads(model.to_json())
+    data["history"] = data["history"][:2]
+    with pytest.raises(RankerModelError, match="damaged"):
+        adapted_from_dict(data, _base())
+
+
+def test_contributions_sum_to_the_score_change() -> None:
+    model = fit_adapted(_base(), _examples(30))
+    assert isinstance(model, AdaptedModel)
+    x = np.random.default_rng(3).normal(size=(5, 3))
+    np.testing.assert_allclose(model.contributions(x).sum(axis=1), model.predict(x), atol=1e-9)
+    cleared = model.without_feedback()
+    np.testing.assert_allclose(cleared.history, model.history)

@@ -121,6 +121,19 @@ def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
     assert after["feedback_answers"] == 0 and after["examples"] == report["examples"]
     assert after["digest"] == report["digest"]  # same history: the same model
 
+    # the history grows: `ragloom index` fits the repository model again
+    few = _run("index", str(repo), "--no-progress")
+    assert "adapted" not in few  # no new commit
+    for i in range(12):
+        with (repo / "web" / "forms.py").open("a") as fh:
+            fh.write(f"# later {i}\n")
+        _git(repo, "commit", "-q", "-am", f"Validate multipart form upload size {i}",
+             date=f"2021-03-{i + 1:02d}T00:00")  # fmt: skip
+    grown = _run("index", str(repo), "--no-progress")
+    refit = grown["adapted"]
+    assert isinstance(refit, dict) and refit["status"] == "fitted"
+    assert refit["examples"] > report["examples"]  # type: ignore[operator]
+
     # a model fitted over another global model is refused; ranking goes on with the global one
     path = model_path(ragloom.Index.at(Path(idx_dir)))
     data = json.loads(path.read_text())

@@ -84,8 +84,16 @@ def index_cmd(
     reports: list[dict[str, object]] | None = None
     if sources or github or issues_json or prs_json:  # other sources (ragloom.cli.sources)
         reports = run_index_sources(idx, sources or "code", github, issues_json, prs_json)
+    adapted = None
+    if not isinstance(idx, ragloom.api.PostgresIndex) and not no_history:
+        from ragloom.learn.adapt import refresh
+
+        adapted = refresh(idx)  # a repository model fitted by `ragloom adapt` follows the history
     if as_json:
-        echo_json({**stats.to_dict(), **({"sources": reports} if reports is not None else {})})
+        extra: dict[str, object] = {"sources": reports} if reports is not None else {}
+        if adapted is not None:
+            extra["adapted"] = adapted.to_dict()
+        echo_json({**stats.to_dict(), **extra})
         return
     skipped = sum(stats.files_skipped.values())
     click.echo(
@@ -98,6 +106,11 @@ def index_cmd(
         click.echo(f"{stats.embeddings_pending} chunks still have no vector", err=True)
     if stats.history_commits is not None:
         click.echo(f"history: {stats.history_commits} commits")
+    if adapted is not None:
+        click.echo(
+            f"ranking model adapted again: {adapted.examples} history questions, "
+            f"{adapted.feedback_answers} rated answers ({adapted.status})"
+        )
     for rep in reports or []:
         err = f" ({rep['error']})" if rep["error"] else ""
         click.echo(

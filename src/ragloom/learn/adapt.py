@@ -60,6 +60,7 @@ from ragloom.sources.commit_history import CommitHistory
 
 __all__ = [
     "MAX_EXAMPLES",
+    "REFIT_AFTER",
     "SCAN_COMMITS",
     "TIME_LIMIT_S",
     "AdaptReport",
@@ -67,6 +68,7 @@ __all__ = [
     "feedback_examples",
     "fit_adapted",
     "history_examples",
+    "refresh",
     "reset_feedback",
 ]
 
@@ -349,3 +351,36 @@ def reset_feedback(index: Index) -> AdaptedModel | None:
     out = AdaptedModel(base, cleared.mean, cleared.scale, cleared.history, cleared.feedback, meta)
     _write(path, out)
     return out
+
+
+REFIT_AFTER = 10
+"""New qualifying commits since the repository model's newest before ``ragloom index`` fits it
+again (the history grew enough to say something new)."""
+
+
+def refresh(index: Index, *, min_new: int = REFIT_AFTER) -> AdaptReport | None:
+    """Fit the repository model again when there is one and at least ``min_new`` qualifying
+    commits arrived since its newest (``ragloom index`` calls this after syncing the history);
+    None when nothing was done."""
+    from ragloom.sources.commits import git_dir_of
+
+    path = model_path(index)
+    if not path.is_file():
+        return None
+    git_dir = git_dir_of(index.root)
+    if git_dir is None:
+        return None
+    try:
+        old = load_adapted(path, default_model())
+    except Exception:  # stale or damaged: fit again
+        old = None
+    newest = str(old.meta.get("newest_commit", "")) if old is not None else ""
+    if newest:
+        try:
+            commits = read_log(git_dir, f"{newest}..HEAD")
+        except Exception:  # the commit is gone (a rewritten history): fit again
+            commits = None
+        if commits is not None and len(qualifying_questions(commits, min_new)) < min_new:
+            return None
+    report, _ = adapt_index(index)
+    return report

@@ -20,7 +20,12 @@ from ragloom.retrieve.stages.features import (
     candidate_features,
     tapped,
 )
-from ragloom.retrieve.stages.learned import LEARNED_DEFAULT, LearnedStage, default_model
+from ragloom.retrieve.stages.learned import (
+    LEARNED_DEFAULT,
+    LearnedStage,
+    default_model,
+    keep_file_order,
+)
 from ragloom.retrieve.stages.pipeline import build_stages, parse_search_spec
 from tests.unit.stage_fixtures import row, state
 
@@ -86,7 +91,9 @@ def test_tap_sees_what_the_stage_sees() -> None:
 def test_switches() -> None:
     assert parse_search_spec("hybrid+learned").runs_learned()
     assert not parse_search_spec("hybrid+handset").runs_learned()
-    assert parse_search_spec("hybrid").runs_learned() is LEARNED_DEFAULT
+    assert parse_search_spec("hybrid").runs_learned() is (LEARNED_DEFAULT != "off")
+    assert parse_search_spec("hybrid").learned_questions() == LEARNED_DEFAULT == "issues"
+    assert parse_search_spec("hybrid+learned").learned_questions() == "changes"
     assert not parse_search_spec("sparse+learned").runs_learned()  # hybrid only
     assert not parse_search_spec("hybrid+seed+learned").runs_learned()  # tuned only
     with pytest.raises(ConfigError, match=r"\+learned, \+handset"):
@@ -139,3 +146,20 @@ def test_the_stage_applies_to_issues_and_change_requests_only() -> None:
     stage = LearnedStage(_linear({}))
     assert stage.applies(state([], ROWS, query="Fix the router for trailing slashes"))
     assert not stage.applies(state([], ROWS, query="where are routes matched"))
+
+
+def test_the_default_re_orders_issues_only() -> None:
+    stage = LearnedStage(_linear({}), "issues")
+    assert not stage.applies(state([], ROWS, query="Fix the router for trailing slashes"))
+    assert not LearnedStage(_linear({}), "off").applies(state([], ROWS, query="anything"))
+    assert LearnedStage(_linear({}), "all").applies(state([], ROWS, query="where is it"))
+    with pytest.raises(ValueError, match="questions"):
+        LearnedStage(_linear({}), "sometimes")
+
+
+def test_a_file_keeps_its_own_chunk_order() -> None:
+    # the model puts b's chunk first and a's second chunk before its first one: a keeps the
+    # places the model gave its chunks, filled in the hand-set order
+    assert keep_file_order([2, 1, 0, 3], ["a", "b", "a", "c"]) == [0, 1, 2, 3]
+    assert keep_file_order([1, 0], ["a", "b"]) == [1, 0]
+    assert keep_file_order([], []) == []

@@ -23,8 +23,10 @@ def _names(strategy: str, **kw: object) -> list[str]:
 
 
 def test_stage_lists_per_strategy() -> None:
-    hybrid = ["fusion", "priors", "issue", "history", "filerank", "language", "exact", "heads"]
+    hybrid = ["fusion", "priors", "issue", "history", "filerank", "language", "exact", "learned",
+              "heads"]  # fmt: skip
     assert _names("hybrid") == hybrid
+    assert _names("hybrid+handset") == [n for n in hybrid if n != "learned"]
     assert _names("hybrid-mmr") == [*hybrid, "mmr"]
     assert _names("hybrid+seed") == ["fusion", "language", "exact", "heads"]
     assert _names("sparse") == _names("dense") == ["fusion", "exact", "heads"]

@@ -10,8 +10,9 @@ candidates after them keep their places. Explain records: ``learned`` (the model
 ``learned_features`` (the features that moved it most, with their shares).
 
 The model ships with the package (:data:`DEFAULT_MODEL`); one fitted on another feature set is
-refused with a clear message. ``+learned`` runs the stage; ``+handset`` (the default until the
-learned model wins on held-back data, :data:`LEARNED_DEFAULT`) does not.
+refused with a clear message. Plain ``hybrid`` runs it on the questions
+:data:`LEARNED_DEFAULT` names (issues); ``+learned`` on :data:`LEARNED_QUESTIONS` (issues and
+change requests); ``+handset`` never.
 """
 
 from __future__ import annotations
@@ -31,26 +32,41 @@ __all__ = [
     "EXPLAIN_FEATURES",
     "LEARNED_DEFAULT",
     "LEARNED_QUESTIONS",
+    "QUESTION_KINDS",
+    "WITHIN_FILE",
     "LearnedStage",
     "default_model",
+    "keep_file_order",
 ]
 
 DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker.json"
 """The shipped model (``scripts/train_ranker.py --write``)."""
-LEARNED_DEFAULT = False
-"""Whether plain ``hybrid`` runs the learned stage. Off: held-back, it wins on commit messages
-(MRR@10 0.749 against 0.727) and on SWE-bench issues (file Acc@1 48.2 against 39.8), but it is
-slightly below on the look-up sets (symbol MRR@10: sym10k 0.422 against 0.432, stdlib
-identifiers 0.705 against 0.716; docs/ranking.md, "Learned ranking"); ``+learned`` turns it
-on."""
+QUESTION_KINDS = ("off", "issues", "changes", "all")
+LEARNED_DEFAULT = "issues"
+"""Which questions plain ``hybrid`` re-orders with the model (one of :data:`QUESTION_KINDS`):
+``issues``, the questions read as an issue (a long text with a title, prose, tracebacks). There
+it wins held-back by far (SWE-bench file Acc@1 48.2 against 39.8) and no look-up set has such a
+question, so none can lose. On short change requests (commit messages) it wins too (MRR@10
+0.749 against 0.727), but the look-up questions that read as change requests ("Add a reader
+callback", 7-9 % of the standard-library sets) lose a little file MRR@10 (stdlib docstrings
+0.712 against 0.717); ``+learned`` (:data:`LEARNED_QUESTIONS`) takes them too
+(docs/ranking.md, "Learned ranking")."""
 LEARNED_QUESTIONS = "changes"
-"""Which questions the stage re-orders: ``changes`` (an issue, or a question that reads as a
-change request, :func:`~ragloom.retrieve.roles.change_request` of its title) or ``all``. The
-model was fitted on commit messages, which ask where a change goes; on look-ups (a docstring, a
-symbol's description) it ranks files over functions and loses (docs/ranking.md, "Learned
-ranking": sym10k symbol MRR@10 0.432 -> 0.392 with ``all``), so those keep the hand-set order."""
+"""Which questions ``+learned`` re-orders: ``changes`` (an issue, or a question that reads as a
+change request, :func:`~ragloom.retrieve.roles.change_request` of its title). The model was
+fitted on commit messages, which ask where a change goes; on every look-up (``all``: a
+docstring, a symbol's description) it ranks files over functions and loses (docs/ranking.md,
+"Learned ranking": sym10k symbol MRR@10 0.432 -> 0.392 with ``all``)."""
 EXPLAIN_FEATURES = 5
 """Features named per hit in the explain record, largest share first."""
+
+WITHIN_FILE = "handset"
+"""Which order a file's own chunks take: ``handset`` (the model decides where a file's chunks
+stand, the hand-set stages which of its chunks comes first) or ``model``. The model was fitted
+on file-level labels (commit messages name files); it learned to lift a chunk whose file has
+other strong chunks, which pushed a function's own chunk below its neighbours on look-up
+questions (docs/ranking.md, "Learned ranking": stdlib identifier symbol MRR@10 0.716 -> 0.705
+with ``model``). File-level figures are the same either way."""
 
 _lock = threading.Lock()
 _cache: dict[Path, RankerModel] = {}
@@ -83,26 +99,33 @@ class LearnedStage(StageBase):
     runs before this one, keeps only the top ``top_k`` rows it has (a question naming a symbol
     would give the model a shorter list than one that names none)."""
 
-    def __init__(self, model: Scorer | None = None) -> None:
+    def __init__(self, model: Scorer | None = None, questions: str = LEARNED_QUESTIONS) -> None:
+        if questions not in QUESTION_KINDS:
+            raise ValueError(f"questions must be one of {QUESTION_KINDS}, got {questions!r}")
         self.model: Scorer = model if model is not None else default_model()
+        self.questions = questions
 
     def __repr__(self) -> str:
         return f"LearnedStage({self.model.kind}, {self.model.digest})"
 
     def applies(self, state: RankState) -> bool:
-        if LEARNED_QUESTIONS == "all":
-            return True
+        if self.questions in ("all", "off"):
+            return self.questions == "all"
         issue, text = issue_reading(state)
-        return issue is not None or change_request(text)
+        return issue is not None or (self.questions == "changes" and change_request(text))
 
     def apply(self, state: RankState) -> None:
         rowids, x = candidate_features(state)
         if len(rowids) < 2:
             return
         scores = self.model.predict(x)
-        order = np.lexsort((np.arange(len(rowids)), -scores))
+        order = [int(i) for i in np.lexsort((np.arange(len(rowids)), -scores))]
+        if WITHIN_FILE == "handset":
+            info = state.source.chunk_info(rowids)
+            paths = [info[r][0] if r in info else f"#{r}" for r in rowids]
+            order = keep_file_order(order, paths)
         places = sorted((s for _, s in state.ranked[: len(rowids)]), reverse=True)
-        head = [(rowids[int(i)], places[k]) for k, i in enumerate(order)]
+        head = [(rowids[i], places[k]) for k, i in enumerate(order)]
         state.ranked = head + list(state.ranked[len(rowids) :])
         for i, r in enumerate(rowids):
             state.note(r, "learned", round(float(scores[i]), 6))
@@ -115,3 +138,20 @@ class LearnedStage(StageBase):
                     "learned_features",
                     {FEATURE_NAMES[int(j)]: round(float(contrib[i, j]), 6) for j in top},
                 )
+
+
+def keep_file_order(order: list[int], files: list[str]) -> list[int]:
+    """``order`` (candidate indices, best first) with each file's candidates put back in their
+    original (index) order: a file keeps the places ``order`` gives it, and its best-placed
+    slot goes to its first candidate in the input, and so on."""
+    queues: dict[str, list[int]] = {}
+    for i in sorted(order):
+        queues.setdefault(files[i], []).append(i)
+    taken: dict[str, int] = {}
+    out = []
+    for i in order:
+        f = files[i]
+        k = taken.get(f, 0)
+        out.append(queues[f][k])
+        taken[f] = k + 1
+    return out

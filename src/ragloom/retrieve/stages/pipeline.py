@@ -18,7 +18,7 @@ history     hybrid, tuned                               ``+no-history``
 filerank    hybrid, tuned                               ``+no-filerank``
 language    hybrid, when the question names a language  ``+no-language`` (the query step)
 exact       every strategy, when an entity is sure      ``+no-exact`` (the query step)
-learned     hybrid, tuned, ``+learned``                 ``+handset`` (LEARNED_DEFAULT: off)
+learned     hybrid, issues (``+learned``: changes too)  ``+handset``
 recency     a retriever given a RecencyConfig           ``+no-recency``
 rerank      a retriever given a Reranker                ``+no-rerank``
 heads       every strategy, when a split symbol shows   ``+no-heads``
@@ -55,7 +55,7 @@ from ragloom.retrieve.stages.heads import HeadsStage
 from ragloom.retrieve.stages.history import HistoryStage
 from ragloom.retrieve.stages.issue import IssueStage
 from ragloom.retrieve.stages.language import LanguageStage
-from ragloom.retrieve.stages.learned import LEARNED_DEFAULT, LearnedStage
+from ragloom.retrieve.stages.learned import LEARNED_DEFAULT, LEARNED_QUESTIONS, LearnedStage
 from ragloom.retrieve.stages.mmr import MmrStage
 from ragloom.retrieve.stages.priors import PriorsStage
 from ragloom.retrieve.stages.recency import RecencyStage
@@ -130,9 +130,15 @@ class SearchSpec:
     learned: bool | None = None
     """``+learned`` (True) or ``+handset`` (False); None: :data:`LEARNED_DEFAULT`."""
 
+    def learned_questions(self) -> str:
+        """Which questions the learned stage re-orders (``off``: it does not run)."""
+        if self.learned is None:
+            return LEARNED_DEFAULT
+        return LEARNED_QUESTIONS if self.learned else "off"
+
     def runs_learned(self) -> bool:
         """True when the learned ranking stage runs (hybrid strategies, tuned)."""
-        on = LEARNED_DEFAULT if self.learned is None else self.learned
+        on = self.learned_questions() != "off"
         return on and self.tuned and isinstance(self.strategy, Hybrid)
 
     def ranking(self, step: str) -> bool:
@@ -228,7 +234,7 @@ def build_stages(
     if tap is not None and hybrid:
         stages.append(TapStage(tap))
     if spec.runs_learned():
-        stages.append(LearnedStage(ranker))
+        stages.append(LearnedStage(ranker, spec.learned_questions()))
     if recency is not None and spec.runs("recency"):
         stages.append(RecencyStage(recency))
     if reranker is not None and spec.runs("rerank"):

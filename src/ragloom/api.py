@@ -96,8 +96,8 @@ class IndexStatus:
     ranking_model: dict[str, object] = field(default_factory=dict)
     """The model the learned stage (``+learned``) ranks with: ``model`` ``global`` (shipped)
     or ``repository`` (``ragloom adapt``), then its ``digest``, ``base_digest``, ``examples``
-    (history questions it was fitted on), ``feedback_answers``, ``feedback_used``,
-    ``newest_commit`` and ``fitted_at``."""
+    (history questions it was fitted on), ``feedback_answers``, ``feedback_used`` and
+    ``newest_commit``."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

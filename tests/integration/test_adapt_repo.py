@@ -120,6 +120,9 @@ def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
     after = _run("adapt", "--index-dir", idx_dir, "--no-progress")
     assert after["feedback_answers"] == 0 and after["examples"] == report["examples"]
     assert after["digest"] == report["digest"]  # same history: the same model
+    first_bytes = Path(str(after["path"])).read_bytes()
+    _run("adapt", "--index-dir", idx_dir, "--no-progress")
+    assert Path(str(after["path"])).read_bytes() == first_bytes  # reproducible, byte for byte
 
     # the history grows: `ragloom index` fits the repository model again
     few = _run("index", str(repo), "--no-progress")

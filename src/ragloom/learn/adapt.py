@@ -310,7 +310,6 @@ def adapt_index(
         "newest_commit": report.newest_commit,
         "feedback_answers": len(fb),
         "feedback_since": since,
-        "fitted_at": round(time.time(), 3),
     }
     model = fit_adapted(base, history, fb, meta=meta)
     report.seconds = round(time.perf_counter() - t0, 3)

@@ -323,5 +323,4 @@ def describe(model: AdaptedModel | None) -> dict[str, object]:
         "feedback_answers": meta.get("feedback_answers", 0),
         "feedback_used": bool(np.any(model.feedback != 0)),
         "newest_commit": meta.get("newest_commit", ""),
-        "fitted_at": meta.get("fitted_at"),
     }

@@ -44,7 +44,7 @@ from ragloom.eval.gitrun import (
     ragloom_runs,
     split_starts,
 )
-from ragloom.learn.adapt import feedback_examples, fit_adapted, history_examples
+from ragloom.learn.adapt import choose_setting, feedback_examples, fit_adapted, history_examples
 from ragloom.retrieve.adapt import HISTORY_L2, HISTORY_MAX_NORM, AdaptedModel, Example
 from ragloom.retrieve.stages.learned import default_model
 from ragloom.server.feedback import FeedbackStore, QueryLogEntry
@@ -54,6 +54,7 @@ ALL = 2**40
 GRID = [(l2, cap) for l2 in (0.01, 0.1, 1.0) for cap in (0.5, 1.0, 2.0)]
 MAX_EXAMPLES = 200
 RATED_HITS = 10
+SHOWN = ("handset", "global", "auto", "feedback", "adversarial10", "feedback+adversarial10")
 
 
 def _split_of(path: Path) -> dict[str, str]:
@@ -166,14 +167,20 @@ def main(argv: list[str] | None = None) -> int:
                     m = fit_adapted(base, examples, history_l2=l2, history_max_norm=cap)
                     models[f"{l2}/{cap}"] = m
                     row[f"adapted {l2}/{cap}"] = _means(idx, searched, dataset, m, "hybrid+learned")
+                setting, figures = choose_setting(base, examples)
+                l2, cap = setting or (HISTORY_L2, HISTORY_MAX_NORM)
+                used = examples if setting is not None else []
+                auto = fit_adapted(base, used, history_l2=l2, history_max_norm=cap)
+                row["auto"] = _means(idx, searched, dataset, auto, "hybrid+learned")
+                row["auto"]["setting"] = setting  # type: ignore[assignment]
+                row["validation_mrr"] = figures
                 if args.feedback and part == "test":
                     tune_q = [q for q in load_dataset(qfile) if split[q.id] == "tune"]
-                    default = models[f"{HISTORY_L2}/{HISTORY_MAX_NORM}"]
-                    fb = _simulated_feedback(idx, searched, tune_q, default)
-                    adv = _simulated_feedback(idx, searched, tune_q, default, 10, legit=False)
+                    fb = _simulated_feedback(idx, searched, tune_q, auto)
+                    adv = _simulated_feedback(idx, searched, tune_q, auto, 10, legit=False)
                     for name, extra in (("feedback", fb), ("adversarial10", adv),
                                         ("feedback+adversarial10", fb + adv)):  # fmt: skip
-                        m = fit_adapted(base, examples, extra)
+                        m = fit_adapted(base, used, extra, history_l2=l2, history_max_norm=cap)
                         row[name] = _means(idx, searched, dataset, m, "hybrid+learned")
                         row[name]["n_feedback"] = len(extra)
                 per[part] = row

@@ -62,9 +62,12 @@ __all__ = [
     "MAX_EXAMPLES",
     "REFIT_AFTER",
     "SCAN_COMMITS",
+    "SETTINGS",
     "TIME_LIMIT_S",
+    "VALIDATION_SHARE",
     "AdaptReport",
     "adapt_index",
+    "choose_setting",
     "feedback_examples",
     "fit_adapted",
     "history_examples",
@@ -108,6 +111,9 @@ class AdaptReport:
     """The repository model's digest (empty with ``global``)."""
     base_digest: str = ""
     path: str = ""
+    validation_mrr: dict[str, float] = field(default_factory=dict)
+    """File MRR@10 on the newest history questions of the global model and of each setting
+    fitted on the older ones (:func:`choose_setting`)."""
     train_mrr: dict[str, float] = field(default_factory=dict)
     """MRR@10 (files' first right chunk) on the examples it was fitted on: ``global`` and
     ``adapted``; a check that the fit went the right way, not a held-back figure."""
@@ -178,7 +184,7 @@ def history_examples(
             paths, x = got
             labels = np.array([1 if p in files else 0 for p in paths])
             if labels.any():
-                out.append(Example(x, labels, 1.0, sha))
+                out.append(Example(x, labels, 1.0, sha, tuple(paths)))
     finally:
         retriever.history = whole
     newest = chosen[0][1] if chosen else ""
@@ -209,8 +215,37 @@ def feedback_examples(
         paths, x = got
         labels = np.array([1 if p in good else -1 if p in bad else 0 for p in paths])
         if (labels != 0).any():
-            out.append(Example(x, labels, 1.0, str(a["query_id"])))
+            out.append(Example(x, labels, 1.0, str(a["query_id"]), tuple(paths)))
     return out
+
+
+SETTINGS = ((HISTORY_L2, HISTORY_MAX_NORM), (0.1, 1.0), (0.01, 2.0))
+"""(L2, length cap) settings the history correction chooses from, on the repository's own
+newest questions (:func:`choose_setting`)."""
+VALIDATION_SHARE = 0.3
+"""The newest share of the history questions that checks the settings (the rest fits)."""
+
+
+def choose_setting(
+    base: RankerModel, history: Sequence[Example]
+) -> tuple[tuple[float, float] | None, dict[str, float]]:
+    """The setting of :data:`SETTINGS` whose correction, fitted on the older history questions
+    (``history`` is newest first), ranks the newest :data:`VALIDATION_SHARE` best, or None when
+    none beats the global model there (no history correction: adaptation never makes the
+    repository's own newest questions worse); and each one's file MRR@10 there."""
+    n_val = int(len(history) * VALIDATION_SHARE)
+    val, older = list(history[:n_val]), list(history[n_val:])
+    if len(older) < MIN_EXAMPLES or not val:
+        return (HISTORY_L2, HISTORY_MAX_NORM), {}
+    figures = {"global": pairwise_mrr(val, [base.predict(e.x) for e in val])}
+    best: tuple[tuple[float, float] | None, float] = (None, figures["global"])
+    for l2, cap in SETTINGS:
+        m = fit_adapted(base, older, history_l2=l2, history_max_norm=cap)
+        score = pairwise_mrr(val, [m.predict(e.x) for e in val]) if m is not None else 0.0
+        figures[f"{l2}/{cap}"] = score
+        if score > best[1]:
+            best = ((l2, cap), score)
+    return best[0], {k: round(v, 4) for k, v in figures.items()}
 
 
 def fit_adapted(
@@ -224,6 +259,7 @@ def fit_adapted(
 ) -> AdaptedModel | None:
     """The repository's model over ``base``, or None when neither part has enough examples
     (:data:`~ragloom.retrieve.adapt.MIN_EXAMPLES`, :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`)."""
+    meta = dict(meta or {})
     use_history = len(history) >= MIN_EXAMPLES
     use_feedback = len(feedback) >= MIN_FEEDBACK
     if not use_history and not use_feedback:
@@ -242,7 +278,7 @@ def fit_adapted(
         d_fb = fit_correction(
             feedback, scores, mean, scale, l2=FEEDBACK_L2, max_norm=FEEDBACK_MAX_NORM
         )
-    return AdaptedModel(base, mean, scale, d_hist, d_fb, dict(meta or {}))
+    return AdaptedModel(base, mean, scale, d_hist, d_fb, meta)
 
 
 def model_path(index: Index) -> Path:
@@ -311,8 +347,23 @@ def adapt_index(
         "feedback_answers": len(fb),
         "feedback_since": since,
     }
-    model = fit_adapted(base, history, fb, meta=meta)
+    setting: tuple[float, float] | None = (HISTORY_L2, HISTORY_MAX_NORM)
+    if len(history) >= MIN_EXAMPLES:
+        setting, figures = choose_setting(base, history)
+        meta["setting"] = list(setting) if setting is not None else None
+        meta["validation_mrr"] = figures
+        report.validation_mrr = figures
+    # no setting beat the shipped model: a repository model with no history correction (it
+    # keeps the shipped order, takes feedback, and is fitted again as the history grows)
+    l2, cap = setting if setting is not None else (HISTORY_L2, 0.0)
+    model = fit_adapted(base, history, fb, meta=meta, history_l2=l2, history_max_norm=cap)
     report.seconds = round(time.perf_counter() - t0, 3)
+    if setting is None:
+        n_val = int(len(history) * VALIDATION_SHARE)
+        report.reason = (
+            f"no history correction: none beat the shipped model on the newest {n_val} of "
+            f"{len(history)} history questions"
+        )
     if model is None:
         report.reason = report.reason or (
             f"{len(history)} history questions with an answer (at least {MIN_EXAMPLES} needed)"

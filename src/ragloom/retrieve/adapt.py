@@ -86,6 +86,8 @@ class Example:
     labels: np.ndarray
     weight: float = 1.0
     id: str = ""
+    paths: tuple[str, ...] = ()
+    """The candidates' files (scores then count files, as the evaluations do)."""
 
 
 def _standardisation(base: RankerModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +139,7 @@ def fit_correction(
         offsets.append(np.asarray(b, dtype=np.float64)[hi] - np.asarray(b, dtype=np.float64)[lo])
         weights.append(ex.weight * w / w.sum())
     delta = np.zeros(len(mean))
-    if not diffs:
+    if not diffs or max_norm <= 0:
         return delta
     d = np.vstack(diffs)
     off = np.concatenate(offsets)
@@ -158,15 +160,22 @@ def fit_correction(
 
 
 def pairwise_mrr(examples: Sequence[Example], scores: Sequence[np.ndarray]) -> float:
-    """Mean reciprocal rank (at 10) of the first positive of each example with a positive,
-    candidates ordered by ``scores`` (ties keep their order): how a correction is checked."""
+    """Mean reciprocal rank (at 10) of the first right answer of each example that has one,
+    candidates ordered by ``scores`` (ties keep their order); counted in distinct files when the
+    example names its candidates' files, else in candidates. How a correction is checked."""
     rr: list[float] = []
     for ex, s in zip(examples, scores, strict=True):
         lab = np.asarray(ex.labels)
         if not (lab > 0).any():
             continue
         order = np.lexsort((np.arange(len(s)), -np.asarray(s)))
-        first = int(np.flatnonzero(lab[order] > 0)[0])
+        if ex.paths:
+            files: dict[str, bool] = {}
+            for i in order:
+                files.setdefault(ex.paths[int(i)], bool(lab[int(i)] > 0))
+            first = next(k for k, good in enumerate(files.values()) if good)
+        else:
+            first = int(np.flatnonzero(lab[order] > 0)[0])
         rr.append(1.0 / (first + 1) if first < 10 else 0.0)
     return float(np.mean(rr)) if rr else 0.0
 

@@ -187,16 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 shown = "  ".join(
                     f"{k} {v['MRR@10']:.3f}/{v['R@10']:.3f}"
                     for k, v in row.items()
-                    if isinstance(v, dict)
-                    and k
-                    in (
-                        "handset",
-                        "global",
-                        f"adapted {HISTORY_L2}/{HISTORY_MAX_NORM}",
-                        "feedback",
-                        "adversarial10",
-                        "feedback+adversarial10",
-                    )
+                    if isinstance(v, dict) and k in SHOWN
                 )
                 print(f"{spec.name} {part} ({len(examples)} ex, {mined:.0f}s): {shown}", flush=True)
         finally:

@@ -187,6 +187,14 @@ def issue_api(
     return obj
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up (BrokenPipeError, ConnectionResetError) is the client's
+        # business: the default prints a traceback to sys.stderr, which is whatever the code
+        # under test is capturing then (a CliRunner's output), so a test server never prints.
+        pass
+
+
 def serve_github(fake: FakeGitHub) -> Iterator[FakeGitHub]:
     """Run ``fake`` on 127.0.0.1 (a free port) for the duration of a ``yield``."""
 
@@ -208,7 +216,7 @@ def serve_github(fake: FakeGitHub) -> Iterator[FakeGitHub]:
         def log_message(self, *args: object) -> None:
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = _QuietServer(("127.0.0.1", 0), Handler)
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

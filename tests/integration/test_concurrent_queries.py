@@ -172,6 +172,23 @@ def problem(rec: dict[str, Any], gen_to_k: dict[int, int]) -> str | None:
     return None
 
 
+def _answers(out: Path) -> list[Any]:
+    """Generations of the answers an API worker wrote so far (complete lines only)."""
+    try:
+        text = out.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [json.loads(line).get("generation") for line in text.split("\n")[:-1] if line]
+
+
+def _wait_for(condition: Any, timeout: float) -> None:
+    """Poll ``condition`` until it holds or ``timeout`` seconds passed (the assertions after
+    say what was missing): the workers' pace is the machine's, so no fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _generation(index_dir: Path) -> int:
     store = Store(index_dir / "index.sqlite", readonly=True)
     try:
@@ -186,7 +203,8 @@ def test_queries_during_updates_see_one_generation(tmp_path: Path) -> None:
     index_dir = root / ".ragloom"
     write_all(root, 0)
     run_cli("index", str(root), "--model", "hashing", "--json", check=True)
-    gen_to_k = {_generation(index_dir): 0}
+    gen0 = _generation(index_dir)
+    gen_to_k = {gen0: 0}
 
     ctx = mp.get_context("spawn")
     stop_file = tmp_path / "stop"
@@ -206,7 +224,8 @@ def test_queries_during_updates_see_one_generation(tmp_path: Path) -> None:
     lock_checks: list[tuple[int, str]] = []
     t0 = time.perf_counter()
     try:
-        time.sleep(1.5)  # the workers answer at the first generation too
+        # the workers answer at the first generation too
+        _wait_for(lambda: all(gen0 in _answers(out) for _, out in procs), 60)
         for k in range(1, UPDATES + 1):
             write_all(root, k)
             args = ["index", str(root), "--json"]
@@ -223,12 +242,17 @@ def test_queries_during_updates_see_one_generation(tmp_path: Path) -> None:
                     lock_checks.append((p.returncode, err.decode()))
             else:
                 run_cli(*args, check=True)
-            gen_to_k[_generation(index_dir)] = k
-            time.sleep(0.7)
+            gen = _generation(index_dir)
+            gen_to_k[gen] = k
+            # every API worker answers at this generation before the next update
+            _wait_for(lambda g=gen: all(g in _answers(out) for _, out in procs), 30)
         # a writer holds the lock: `ragloom index` exits 22 with one clean line
         with WriteLock(index_dir):
             locked = run_cli("index", str(root))
-        time.sleep(1.0)
+        _wait_for(
+            lambda: len(cli_records) >= 3 and all(len(_answers(out)) >= 20 for _, out in procs),
+            60,
+        )
     finally:
         stop_file.touch()
         stop.set()

@@ -3,6 +3,7 @@ and the re-run ends with exactly the chunks of a clean build."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -91,3 +92,72 @@ def test_sigkill_during_update_never_breaks_the_index(tmp_path: Path) -> None:
             st = idx.status()
             assert st.stale_files == 0
             assert st.chunks == st.bm25_docs == st.vectors == len(expected)
+
+
+class _Killed(Exception):
+    """Stands for the SIGKILL at a chosen point of an update."""
+
+
+def _kill() -> None:
+    raise _Killed
+
+
+@pytest.mark.parametrize("managed", [True, False], ids=["tantivy-managed", "unmanaged"])
+def test_rerun_after_a_kill_inside_the_bm25_commit(tmp_path: Path, managed: bool) -> None:
+    """The state of a kill inside tantivy's commit, made directly: the update had published
+    its generation, and BM25's commit dropping the replaced rows had written the delete file
+    it names by its opstamp (``<segment>.<opstamp>.del``, listed in tantivy's
+    ``.managed.json`` before it is created) but not ``meta.json``; atomic writes had left
+    their temporary files. The re-run commits the same deletions, reaches the same opstamp
+    and failed with exit 70 (FileAlreadyExists); now it succeeds, with exactly the chunks of
+    the completed update. ``unmanaged``: a file tantivy's own clean-up does not know (damage
+    of another kind), for which the BM25 engine is rebuilt from the store."""
+    from ragloom.embed.registry import load_embedder
+    from ragloom.index.indexer import update_index
+
+    root = copy_stdlib_packages(tmp_path / "repo", ["json", "email"])
+    with ragloom.open(root, embedder="hashing") as idx:
+        idx.index()
+    _mutate(root)
+    index_dir = root / ".ragloom"
+    store = Store(index_dir / "index.sqlite")
+    try:  # killed once the new generation is published, before BM25 drops the replaced rows
+        with pytest.raises(_Killed):
+            update_index(root, index_dir, store, load_embedder("hashing"), on_bm25_ready=_kill)
+    finally:
+        store.close()
+    # the commit the killed run was making, completed on a copy: the files it writes
+    done = tmp_path / "done"
+    shutil.copytree(root, done)
+    with ragloom.open(done) as idx:
+        idx.index()
+    expected = _chunk_set(done / ".ragloom")
+    engine, done_engine = index_dir / "bm25" / "engine", done / ".ragloom" / "bm25" / "engine"
+    left = sorted(p.name for p in done_engine.glob("*.del") if not (engine / p.name).exists())
+    assert left, "the commit deletes documents of a committed segment"
+    for name in left:
+        shutil.copy2(done_engine / name, engine / name)
+    if managed:
+        listed = engine / ".managed.json"
+        listed.write_text(json.dumps([*json.loads(listed.read_text()), *left]))
+    temporaries = [
+        index_dir / "vectors" / ".vectors.k1ll3d.tmp",
+        index_dir / "vectors" / ".labels.npz.k1ll3d.tmp",
+        index_dir / "bm25" / ".rowids.npy.k1ll3d.tmp",
+    ]
+    for path in temporaries:
+        path.write_bytes(b"\0" * 100)
+
+    with ragloom.open(root) as idx:  # the index answers meanwhile
+        assert idx.search("parse email headers", top_k=5, strategy="hybrid").hits
+    cmd = [sys.executable, "-m", "ragloom.cli", "index", str(root), "--no-progress"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert ("bm25 index unwritable" in res.stderr) is not managed, res.stderr
+    assert _chunk_set(index_dir) == expected
+    assert not [p for p in temporaries if p.exists()]
+    with ragloom.open(root) as idx:
+        st = idx.status()
+        assert st.stale_files == 0
+        assert st.chunks == st.bm25_docs == st.vectors == len(expected)
+        assert idx.search("parse email headers", top_k=5, strategy="sparse").hits

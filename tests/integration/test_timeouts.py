@@ -76,5 +76,7 @@ def test_bm25_wait_limit_answers_from_dense(repo: Path) -> None:
         assert answer["hits"] and all(set(h["ranks"]) == {"dense"} for h in answer["hits"])
         assert eng.status()["fallbacks"]["bm25_timeout"] == 1
         retriever._timed_sparse = real  # type: ignore[method-assign]
+        # a real BM25 search may miss 20 ms on a busy machine: the limit is generous now
+        retriever.bm25_timeout_ms = 60_000.0
         again = eng.search(QUERY, strategy="hybrid")  # not served from a cached fallback
         assert not again["cache_hit"] and any("bm25" in h["ranks"] for h in again["hits"])

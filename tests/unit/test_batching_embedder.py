@@ -58,11 +58,13 @@ def _concurrent(emb: BatchingEmbedder, texts: list[str]) -> list[np.ndarray | Ba
 
 def test_concurrent_queries_share_few_batches_and_match_unbatched() -> None:
     inner = CountingEmbedder()
-    batcher = BatchingEmbedder(inner, window_ms=50.0, idle_s=0.0)
+    # a window generous enough for 16 threads to arrive in on a busy machine (they all do,
+    # long before it ends: the leader waits it out, as 16 < max_batch)
+    batcher = BatchingEmbedder(inner, window_ms=1000.0, idle_s=0.0)
     texts = [f"query number {i} about parsing" for i in range(16)]
     got = _concurrent(batcher, texts)
     assert sum(inner.calls) == 16
-    assert len(inner.calls) <= 3, inner.calls  # 16 threads, a 50 ms window: one or two batches
+    assert len(inner.calls) <= 3, inner.calls  # 16 threads, one window: one or two batches
     reference = HashingEmbedder(64)
     for text, vec in zip(texts, got, strict=True):
         assert isinstance(vec, np.ndarray)

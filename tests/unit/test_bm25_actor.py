@@ -277,7 +277,7 @@ def test_stuck_search_times_out_with_typed_error() -> None:
             t0 = time.perf_counter()
             with pytest.raises(TimeoutError_, match="bm25 search timed out after 60 ms") as ei:
                 await actor.search("json", 5, timeout_ms=60)
-            assert 0.05 <= time.perf_counter() - t0 < 0.5
+            assert 0.05 <= time.perf_counter() - t0 < 5.0  # not the stuck search's 10 s
             assert isinstance(ei.value, ChannelError)
             # the actor is busy with the stuck search: status times out too (default 250 ms)
             with pytest.raises(TimeoutError_, match="bm25 status timed out after 250 ms"):
@@ -295,7 +295,7 @@ def test_slow_search_within_timeout_answers() -> None:
 
         async with Bm25Actor(None, engine_factory=factory) as actor:
             await actor.index_batch(DOCS, timeout_ms=W)
-            assert await actor.search("json", 5, timeout_ms=1000)
+            assert await actor.search("json", 5, timeout_ms=10_000)
 
     run(go())
 

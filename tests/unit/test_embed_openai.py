@@ -329,11 +329,11 @@ def test_dimension_change_between_calls(make: Any, srv: LoopbackEmbeddingServer)
 def test_retry_after_429_is_honoured(make: Any, srv: LoopbackEmbeddingServer) -> None:
     srv.retry_after = "0.3"
     srv.fail("429")
-    emb = make(backoff=5.0)  # ignoring Retry-After would wait 5 s
+    emb = make(backoff=20.0)  # ignoring Retry-After would wait 20 s
     started = time.perf_counter()
     vec = emb.embed_query("rate limited")
     elapsed = time.perf_counter() - started
-    assert 0.25 <= elapsed < 2.0
+    assert 0.25 <= elapsed < 10.0  # generous: a busy machine is slow, never 20 s slow
     assert len(srv.requests) == 2
     np.testing.assert_allclose(vec, expected(["rate limited"])[0], atol=1e-6)
 
@@ -428,14 +428,27 @@ def test_connection_refused_and_timeout(make: Any, srv: LoopbackEmbeddingServer)
 def test_dropped_keepalive_connection_is_resent_at_once(
     make: Any, srv: LoopbackEmbeddingServer
 ) -> None:
-    emb = make(backoff=5.0)
+    emb = make(backoff=20.0)
     srv.fail("close")  # answers, then closes the socket without "Connection: close"
     emb.embed_query("one")
     time.sleep(0.05)
     started = time.perf_counter()
     assert emb.embed_query("two").shape == (DIM,)
-    assert time.perf_counter() - started < 1.0  # no backoff: a stale connection is not a failure
+    assert time.perf_counter() - started < 10.0  # no 20 s backoff: a stale connection is fine
     assert len(srv.requests) == 2
+
+
+def test_the_server_never_prints_a_client_hang_up(
+    srv: LoopbackEmbeddingServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A handler that answers a client that gave up (a timeout above) hits BrokenPipeError in
+    # the server's thread, maybe while a later test's CliRunner captures sys.stderr.
+    for exc in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
+        try:
+            raise exc
+        except OSError:
+            srv.httpd.handle_error(None, ("127.0.0.1", 1))
+    assert capsys.readouterr() == ("", "")
 
 
 # -- the key -----------------------------------------------------------------------------------

@@ -141,7 +141,7 @@ def test_cold_start_real_sleeps_take_150_ms() -> None:
             res = await svc.search_bm25("json", 3)
             elapsed = time.perf_counter() - t0
         assert res.fallback_used and res.attempts == 3
-        assert 0.15 <= elapsed < 1.0
+        assert 0.15 <= elapsed < 5.0  # generous: a busy machine is slow
 
     run(go())
 
@@ -290,7 +290,7 @@ def test_timeouts_map_to_typed_error_and_are_configurable() -> None:
             t0 = time.perf_counter()
             with pytest.raises(TimeoutError_, match="bm25 search timed out after 80 ms"):
                 await svc.search_bm25("json", 3)
-            assert time.perf_counter() - t0 < 0.5
+            assert time.perf_counter() - t0 < 5.0  # not the stuck search's 10 s
             with pytest.raises(TimeoutError_, match="after 30 ms"):
                 await svc.search_bm25_strict("json", 3, timeout_ms=30)
             with pytest.raises(TimeoutError_):

@@ -5,9 +5,12 @@ explain names the features that moved a hit, and +learned / +handset turn it on 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ragloom
 from ragloom.embed.base import HashingEmbedder
@@ -25,6 +28,7 @@ from ragloom.retrieve.stages.learned import (
     LearnedStage,
     default_model,
     keep_file_order,
+    keep_shape,
 )
 from ragloom.retrieve.stages.pipeline import build_stages, parse_search_spec
 from tests.unit.stage_fixtures import row, state
@@ -163,3 +167,26 @@ def test_a_file_keeps_its_own_chunk_order() -> None:
     assert keep_file_order([2, 1, 0, 3], ["a", "b", "a", "c"]) == [0, 1, 2, 3]
     assert keep_file_order([1, 0], ["a", "b"]) == [1, 0]
     assert keep_file_order([], []) == []
+
+
+def test_the_model_orders_files_in_the_hand_set_shape() -> None:
+    # hand-set: a a b c; the model prefers c, then b, then a: c takes a's first slot, b keeps
+    # its slot, a takes c's; a's second chunk (no slot left for it) follows
+    assert keep_shape([3, 2, 0, 1], ["a", "a", "b", "c"]) == [3, 2, 0, 1]
+    # the model agrees on the files: the hand-set order stays, whatever it did to the chunks
+    assert keep_shape([2, 0, 1, 3], ["a", "b", "a", "c"]) == [0, 1, 2, 3]
+    assert keep_shape([], []) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from("abcde"), min_size=1, max_size=12), st.randoms())
+def test_shape_keeps_the_model_file_order_and_every_candidate(files: list[str], rnd: Any) -> None:
+    order = list(range(len(files)))
+    rnd.shuffle(order)
+    out = keep_shape(order, files)
+    assert sorted(out) == list(range(len(files)))
+    assert list(dict.fromkeys(files[i] for i in out)) == list(
+        dict.fromkeys(files[i] for i in order)
+    )
+    by_file = [i for i in out if files[i] == files[out[0]]]
+    assert by_file == sorted(by_file)  # a file's own candidates keep the hand-set order

@@ -299,30 +299,40 @@ class TantivyBm25:
         Idempotent: unless the engine is empty, every add first deletes its rowid, whatever the
         sidecar says, so replaying after a crash between the engine's commit and the sidecar
         write (the sidecar then lists the old set) cannot duplicate documents.
+
+        A commit killed after tantivy wrote a file named by the commit's opstamp (a segment's
+        ``<segment>.<opstamp>.del``) but before ``meta.json`` leaves that file behind, and the
+        replay, doing the same operations, reaches the same opstamp: tantivy then refuses to
+        create the file (``FileAlreadyExists``). So the files no committed segment uses are
+        removed before anything is written. A failure of the engine is a :class:`DbError`.
         """
         tv = self._tantivy
         self._index.reload()
         engine_empty = int(self._index.searcher().num_docs) == 0
         have = set(self.held_rowids().tolist())
-        writer = self._index.writer(heap_size=_WRITER_HEAP_BYTES, num_threads=1)
-        for rowid in remove:
-            writer.delete_documents_by_term("rowid", int(rowid))
-            have.discard(int(rowid))
-        n = 0
-        for rowid, body in add:
-            if not engine_empty:
+        try:
+            writer = self._index.writer(heap_size=_WRITER_HEAP_BYTES, num_threads=1)
+            writer.garbage_collect_files()  # what a killed commit left (see above)
+            for rowid in remove:
                 writer.delete_documents_by_term("rowid", int(rowid))
-            doc = tv.Document()
-            doc.add_integer("rowid", int(rowid))
-            # a document without separators (a caller's own text) is all body
-            for name, part in zip(self._fields, body.split(FIELD_SEP), strict=False):
-                if part:
-                    doc.add_text(name, part)
-            writer.add_document(doc)
-            have.add(int(rowid))
-            n += 1
-        opstamp = writer.commit()
-        writer.wait_merging_threads()
+                have.discard(int(rowid))
+            n = 0
+            for rowid, body in add:
+                if not engine_empty:
+                    writer.delete_documents_by_term("rowid", int(rowid))
+                doc = tv.Document()
+                doc.add_integer("rowid", int(rowid))
+                # a document without separators (a caller's own text) is all body
+                for name, part in zip(self._fields, body.split(FIELD_SEP), strict=False):
+                    if part:
+                        doc.add_text(name, part)
+                writer.add_document(doc)
+                have.add(int(rowid))
+                n += 1
+            opstamp = writer.commit()
+            writer.wait_merging_threads()
+        except ValueError as exc:  # tantivy's errors
+            raise DbError(f"cannot write bm25 index at {self.directory}: {exc}") from exc
         self._index.reload()
         self._rowids = np.array(sorted(have), dtype=np.int64)
         atomic_save_npy(self.directory / "rowids.npy", self._rowids)

@@ -3,7 +3,8 @@
 Order of work, chosen so that a crash (even SIGKILL) at any point leaves a usable index and the
 next run finishes the job with exactly the chunks of a clean build:
 
-0. A generation an earlier run wrote but never published (it was killed) is rolled back.
+0. A generation an earlier run wrote but never published (it was killed) is rolled back,
+   and the temporary files it left beside BM25 and the vectors are removed.
 1. Walk the root, hash every file, compare with the store: changed, new and removed files.
 2. Parse the changed files into chunks (tree-sitter).
 3. One SQLite transaction writes every file's new chunk set as the pending generation ``G + 1``
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragloom.embed.document import embedding_key
+from ragloom.errors import DbError
 from ragloom.index.bm25 import TantivyBm25, bm25_document
 from ragloom.index.store import FileRow, Store
 from ragloom.index.vectors import HnswVectors
@@ -136,6 +138,40 @@ def sync_bm25(store: Store, bm25: TantivyBm25, progress: ProgressFn = _no_progre
         progress("bm25", done, total)
     bm25.apply(docs, remove.tolist())
     return len(docs)
+
+
+def _sync_bm25_or_rebuild(
+    store: Store, bm25: TantivyBm25, progress: ProgressFn = _no_progress
+) -> TantivyBm25:
+    """:func:`sync_bm25`; when the engine cannot be written (damaged in a way its own recovery
+    does not handle), it is rebuilt from the store, the source of truth, instead of failing the
+    update. Returns the engine in use."""
+    try:
+        sync_bm25(store, bm25, progress)
+        return bm25
+    except DbError as exc:
+        log.warning(
+            "bm25 index unwritable, rebuilding",
+            extra={"path": str(bm25.directory), "error": str(exc)},
+        )
+    bm25 = TantivyBm25.reset(bm25.directory)
+    sync_bm25(store, bm25, progress)
+    return bm25
+
+
+def _remove_stale_temporaries(index_dir: Path) -> None:
+    """Delete the temporary files of atomic writes (``.NAME.*.tmp``, :mod:`ragloom.index.atomic`
+    and :meth:`HnswVectors.apply`) that a killed run left in the BM25 and vector folders: only
+    a writer holding the write lock (the caller) writes there, and a left-over copy of the
+    vector index is as large as the index."""
+    for sub in ("bm25", "vectors"):
+        try:
+            entries = list((index_dir / sub).iterdir())
+        except OSError:
+            continue
+        for path in entries:
+            if path.name.startswith(".") and path.name.endswith(".tmp") and path.is_file():
+                path.unlink(missing_ok=True)
 
 
 def sync_vectors(
@@ -266,7 +302,9 @@ def update_index(
 
     t0 = time.perf_counter()
     stats = IndexStats(model_changed=model_changed)
-    # 0. an update killed before it published is undone (readers never saw it)
+    # 0. an update killed before it published is undone (readers never saw it), and the
+    # temporary files a killed run left are removed
+    _remove_stale_temporaries(index_dir)
     if rolled_back := store.rollback_pending():
         log.info("rolled back an unpublished update", extra={"rows": rolled_back})
     # 1. walk and hash, 2. parse
@@ -308,7 +346,7 @@ def update_index(
     except Exception:  # an unreadable engine folder is rebuilt from the store
         log.warning("bm25 index unreadable, rebuilding", extra={"path": str(bm25_dir)})
         bm25 = TantivyBm25.reset(bm25_dir)
-    sync_bm25(store, bm25, progress)
+    bm25 = _sync_bm25_or_rebuild(store, bm25, progress)
     spec = _vectors_spec(index_dir, embedder)
     vectors: HnswVectors | None = None
     key = spec[2] if spec is not None else ""
@@ -323,7 +361,7 @@ def update_index(
     stats.bm25_ready_seconds = time.perf_counter() - t0
     if on_bm25_ready is not None:
         on_bm25_ready()
-    sync_bm25(store, bm25, progress)
+    _sync_bm25_or_rebuild(store, bm25, progress)
     t5 = time.perf_counter()
     stats.timings["publish"] = t5 - t4
 

@@ -37,6 +37,7 @@ __all__ = [
     "LearnedStage",
     "default_model",
     "keep_file_order",
+    "keep_shape",
 ]
 
 DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker.json"
@@ -120,10 +121,11 @@ class LearnedStage(StageBase):
             return
         scores = self.model.predict(x)
         order = [int(i) for i in np.lexsort((np.arange(len(rowids)), -scores))]
-        if WITHIN_FILE == "handset":
+        if WITHIN_FILE != "model":
             info = state.source.chunk_info(rowids)
             paths = [info[r][0] if r in info else f"#{r}" for r in rowids]
-            order = keep_file_order(order, paths)
+            keep = keep_file_order if WITHIN_FILE == "handset" else keep_shape
+            order = keep(order, paths)
         places = sorted((s for _, s in state.ranked[: len(rowids)]), reverse=True)
         head = [(rowids[i], places[k]) for k, i in enumerate(order)]
         state.ranked = head + list(state.ranked[len(rowids) :])
@@ -154,4 +156,32 @@ def keep_file_order(order: list[int], files: list[str]) -> list[int]:
         k = taken.get(f, 0)
         out.append(queues[f][k])
         taken[f] = k + 1
+    return out
+
+
+def keep_shape(order: list[int], files: list[str]) -> list[int]:
+    """The files in the order ``order`` gives them (by their best candidate), laid out in the
+    input's shape: where the input has the ``j``-th candidate of its ``k``-th file, the output
+    has the ``j``-th candidate (input order) of the ``k``-th file of ``order``; candidates left
+    over (a file with more candidates than the slot pattern holds) follow in ``order``. Which
+    file comes first is the model's; how many candidates of the first files stand at the top,
+    and which of a file's candidates comes first, stay as the input had them."""
+    by_file: dict[str, list[int]] = {}
+    for i in range(len(files)):
+        by_file.setdefault(files[i], []).append(i)
+    model_files = list(dict.fromkeys(files[i] for i in order))
+    input_files = {f: k for k, f in enumerate(by_file)}
+    seen: dict[str, int] = {}
+    out: list[int] = []
+    used: set[int] = set()
+    for i in range(len(files)):
+        f = files[i]
+        j = seen.get(f, 0)
+        seen[f] = j + 1
+        chunks = by_file[model_files[input_files[f]]]
+        if j < len(chunks):
+            out.append(chunks[j])
+            used.add(chunks[j])
+    # the rest in the model's order, each file's in the input's
+    out.extend(keep_file_order([i for i in order if i not in used], files))
     return out

@@ -76,7 +76,9 @@ def test_no_candidates_no_rows() -> None:
 def test_stage_reorders_the_head_and_keeps_the_scores_scale() -> None:
     st = _state(explain=True)
     LearnedStage(_linear({"role_implementation": 1.0, "role_test": -1.0})).apply(st)
-    assert [r for r, _ in st.ranked] == [1, 2, 4, 3]  # implementation first, the test last
+    # the files in the model's order (implementation, docs, test), laid out in the hand-set
+    # shape (one chunk of each file, then a second chunk of the second file, which docs lacks)
+    assert [r for r, _ in st.ranked] == [1, 4, 3, 2]
     assert [s for _, s in st.ranked] == [0.9, 0.8, 0.5, 0.4]  # the places' scores, best first
     assert st.notes[1]["learned"] == pytest.approx(1.0)
     shares = st.notes[3]["learned_features"]

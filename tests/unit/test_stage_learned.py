@@ -98,7 +98,7 @@ def test_switches() -> None:
     assert parse_search_spec("hybrid+learned").runs_learned()
     assert not parse_search_spec("hybrid+handset").runs_learned()
     assert parse_search_spec("hybrid").runs_learned() is (LEARNED_DEFAULT != "off")
-    assert parse_search_spec("hybrid").learned_questions() == LEARNED_DEFAULT == "issues"
+    assert parse_search_spec("hybrid").learned_questions() == LEARNED_DEFAULT == "changes"
     assert parse_search_spec("hybrid+learned").learned_questions() == "changes"
     assert not parse_search_spec("sparse+learned").runs_learned()  # hybrid only
     assert not parse_search_spec("hybrid+seed+learned").runs_learned()  # tuned only

@@ -11,8 +11,8 @@ candidates after them keep their places. Explain records: ``learned`` (the model
 
 The model ships with the package (:data:`DEFAULT_MODEL`); one fitted on another feature set is
 refused with a clear message. Plain ``hybrid`` runs it on the questions
-:data:`LEARNED_DEFAULT` names (issues); ``+learned`` on :data:`LEARNED_QUESTIONS` (issues and
-change requests); ``+handset`` never.
+:data:`LEARNED_DEFAULT` names (issues and change requests); ``+learned`` on
+:data:`LEARNED_QUESTIONS` (the same); ``+handset`` never.
 """
 
 from __future__ import annotations
@@ -43,15 +43,17 @@ __all__ = [
 DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker.json"
 """The shipped model (``scripts/train_ranker.py --write``)."""
 QUESTION_KINDS = ("off", "issues", "changes", "all")
-LEARNED_DEFAULT = "issues"
+LEARNED_DEFAULT = "changes"
 """Which questions plain ``hybrid`` re-orders with the model (one of :data:`QUESTION_KINDS`):
-``issues``, the questions read as an issue (a long text with a title, prose, tracebacks). There
-it wins held-back by far (SWE-bench file Acc@1 48.2 against 39.8) and no look-up set has such a
-question, so none can lose. On short change requests (commit messages) it wins too (MRR@10
-0.749 against 0.727), but the look-up questions that read as change requests ("Add a reader
-callback", 7-9 % of the standard-library sets) lose a little file MRR@10 (stdlib docstrings
-0.712 against 0.717); ``+learned`` (:data:`LEARNED_QUESTIONS`) takes them too
-(docs/ranking.md, "Learned ranking")."""
+``changes``, an issue or a question that reads as a change request
+(:func:`~ragloom.retrieve.roles.change_request` of its title), as ``+learned`` does. Chosen on
+the tune splits (docs/ranking.md, "Learned ranking: the default"): ``changes`` raises the commit
+evaluation's tune MRR@10 (0.717 -> 0.730) and leaves the sym10k tune set level (symbol MRR@10
+0.524 against 0.524, symbol recall@10 0.772 against 0.772); ``all`` loses symbol recall@10 there
+(0.748) and ``issues`` leaves the commit questions to the hand-set order. The first part kept it
+off: in the model's own layout the look-up questions that read as change requests lost (stdlib
+identifier symbol MRR@10 0.705 against 0.716); laid out in the hand-set shape
+(:data:`WITHIN_FILE`) they do not."""
 LEARNED_QUESTIONS = "changes"
 """Which questions ``+learned`` re-orders: ``changes`` (an issue, or a question that reads as a
 change request, :func:`~ragloom.retrieve.roles.change_request` of its title). The model was

@@ -18,7 +18,7 @@ history     hybrid, tuned                               ``+no-history``
 filerank    hybrid, tuned                               ``+no-filerank``
 language    hybrid, when the question names a language  ``+no-language`` (the query step)
 exact       every strategy, when an entity is sure      ``+no-exact`` (the query step)
-learned     hybrid, issues (``+learned``: changes too)  ``+handset``
+learned     hybrid, issues and change requests          ``+handset``
 recency     a retriever given a RecencyConfig           ``+no-recency``
 rerank      a retriever given a Reranker                ``+no-rerank``
 heads       every strategy, when a split symbol shows   ``+no-heads``

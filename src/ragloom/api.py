@@ -161,7 +161,7 @@ class Index:
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            from ragloom.retrieve.adapt import repository_model
+            from ragloom.retrieve.adapt import RepositoryRanker
             from ragloom.sources.commit_history import CommitHistory
 
             retriever = open_retriever(
@@ -172,7 +172,7 @@ class Index:
                 embedder=self._embedder_arg,
             )
             retriever.history = CommitHistory.open(self.index_dir, self.root)
-            retriever.ranker = repository_model(self.index_dir)
+            retriever.ranker = RepositoryRanker(self.index_dir)
             self._retriever = retriever
         return self._retriever
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import ragloom
 from ragloom.cli import cli
 from ragloom.learn.adapt import model_path
-from ragloom.retrieve.adapt import MIN_FEEDBACK, AdaptedModel
+from ragloom.retrieve.adapt import MIN_FEEDBACK, AdaptedModel, RepositoryRanker
 from ragloom.server.feedback import FeedbackStore, QueryLogEntry
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -73,19 +73,26 @@ def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
     _run("index", str(repo), "--model", "hashing:64", "--no-progress")
     assert _run("status", "--index-dir", idx_dir)["ranking_model"] == {"model": "global"}
 
+    served = ragloom.Index.at(Path(idx_dir))  # a server's index, open before the adaptation
+    served_ranker = served.retriever.ranker
+    assert isinstance(served_ranker, RepositoryRanker) and served_ranker.repository is None
     t0 = time.perf_counter()
     report = _run("adapt", "--index-dir", idx_dir, "--no-progress")
     assert report["status"] == "fitted", report
     assert int(report["examples"]) >= 20  # type: ignore[call-overload]
     assert report["feedback_used"] is False
     assert time.perf_counter() - t0 < 60
+    # the open index ranks with the new model at its next question, without reopening
+    assert served_ranker.repository is not None and served_ranker.digest == report["digest"]
+    served.close()
     status = _run("status", "--index-dir", idx_dir)["ranking_model"]
     assert isinstance(status, dict)
     assert status["model"] == "repository" and status["digest"] == report["digest"]
 
     index = ragloom.Index.at(Path(idx_dir))
     try:
-        assert isinstance(index.retriever.ranker, AdaptedModel)
+        ranker = index.retriever.ranker
+        assert isinstance(ranker, RepositoryRanker) and isinstance(ranker.repository, AdaptedModel)
         res = index.search("Fix cookie header quoting", top_k=5, strategy="hybrid+learned",
                            explain=True)  # fmt: skip
         assert res.hits and all("learned_features" in h.explain for h in res.hits)
@@ -145,7 +152,8 @@ def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
     assert _run("status", "--index-dir", idx_dir)["ranking_model"] == {"model": "global"}
     index = ragloom.Index.at(Path(idx_dir))
     try:
-        assert index.retriever.ranker is None
+        ranker = index.retriever.ranker
+        assert isinstance(ranker, RepositoryRanker) and ranker.repository is None
         assert index.search("Fix cookie header quoting", strategy="hybrid+learned").hits
     finally:
         index.close()

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ragloom.retrieve.ranker import RankerModel, RankerModelError
+from ragloom.retrieve.ranker import RankerModel, RankerModelError, Scorer
 
 __all__ = [
     "ADAPTED_FORMAT",
@@ -40,6 +40,7 @@ __all__ = [
     "MIN_FEEDBACK",
     "AdaptedModel",
     "Example",
+    "RepositoryRanker",
     "adapted_from_dict",
     "describe",
     "fit_correction",
@@ -335,3 +336,58 @@ def describe(model: AdaptedModel | None) -> dict[str, object]:
         "feedback_used": bool(np.any(model.feedback != 0)),
         "newest_commit": meta.get("newest_commit", ""),
     }
+
+
+class RepositoryRanker:
+    """The learned stage's model for one index folder: the repository model while
+    ``ranker-adapted.json`` is there and usable, else the shipped one. The file is checked
+    (one ``stat``) whenever the model is used and read again when it changed, so a running
+    server picks up ``ragloom adapt`` (or the refit of ``ragloom index``) without a restart."""
+
+    def __init__(self, index_dir: Path) -> None:
+        import threading
+
+        self.path = index_dir / ADAPTED_MODEL_NAME
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._model: AdaptedModel | None = None
+
+    def current(self) -> Scorer:
+        """The model to rank with now."""
+        from ragloom.retrieve.stages.learned import default_model
+
+        try:
+            st = self.path.stat()
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp != self._stamp:
+            with self._lock:
+                if stamp != self._stamp:
+                    self._model = repository_model(self.path.parent) if stamp else None
+                    self._stamp = stamp
+        return self._model if self._model is not None else default_model()
+
+    @property
+    def repository(self) -> AdaptedModel | None:
+        """The repository model in use, if any."""
+        self.current()
+        return self._model
+
+    @property
+    def kind(self) -> str:
+        return self.current().kind
+
+    @property
+    def digest(self) -> str:
+        return self.current().digest
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.current().names
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.current().predict(x)
+
+    def contributions(self, x: np.ndarray) -> np.ndarray:
+        return self.current().contributions(x)

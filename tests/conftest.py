@@ -15,6 +15,15 @@ test module shares one server per session."""
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
 
+@pytest.fixture(autouse=True)
+def _own_vector_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every test gets an empty vector cache of its own (ragloom.embed.cache), never the user's:
+    what one test embedded cannot change what another counts."""
+    monkeypatch.setenv("RAGLOOM_VECTOR_CACHE", str(tmp_path_factory.mktemp("vcache") / "v.sqlite"))
+
+
 @pytest.fixture(scope="session")
 def stdlib() -> Path:
     return STDLIB

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragloom.embed.cache import open_default_cache
 from ragloom.embed.document import embedding_key
 from ragloom.errors import (
     DbError,
@@ -30,6 +31,7 @@ from ragloom.index.manifest import Manifest, read_manifest, write_manifest
 from ragloom.index.store import FileRow, Store
 from ragloom.index.tokenize import TOKENIZER_VERSION
 from ragloom.index.vectors import HnswVectors
+from ragloom.ingest.git import GitState, git_status, state_record
 from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES, is_binary, walk
 from ragloom.paths import existing_dir
@@ -98,6 +100,11 @@ class IndexStatus:
     or ``repository`` (``ragloom adapt``), then its ``digest``, ``base_digest``, ``examples``
     (history questions it was fitted on), ``feedback_answers``, ``feedback_used`` and
     ``newest_commit``."""
+    git: dict[str, object] | None = None
+    """The git state (null outside a git work tree): ``branch`` (null when detached) and
+    ``head`` of the work tree now, ``indexed_branch`` and ``indexed_head`` (what the last
+    ``index`` saw; null when it recorded none), ``head_moved`` and ``dirty_paths`` (files that
+    differ from HEAD, untracked ones included; null without freshness)."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -245,15 +252,21 @@ class Index:
                 if old is not None:
                     manifest = Manifest(**{**asdict(manifest), "created_at": old.created_at})
                 write_manifest(self.index_dir, manifest)
-                stats = update_index(
-                    self.root,
-                    self.index_dir,
-                    store,
-                    embedder if embed else None,
-                    max_file_bytes=max_file_bytes,
-                    progress=progress or (lambda *_: None),
-                    model_changed=model_changed,
-                )
+                cache = open_default_cache() if embed else None
+                try:
+                    stats = update_index(
+                        self.root,
+                        self.index_dir,
+                        store,
+                        embedder if embed else None,
+                        max_file_bytes=max_file_bytes,
+                        progress=progress or (lambda *_: None),
+                        model_changed=model_changed,
+                        cache=cache,
+                    )
+                finally:
+                    if cache is not None:
+                        cache.close()
                 if not embed:
                     stats.model = embedder.model_id
                     stats.embeddings_pending = (
@@ -264,6 +277,7 @@ class Index:
                     stats.history_commits = self._sync_history(stats)
                 store.set_meta("last_index_stats", _json(stats.to_dict()))
                 store.set_meta("last_indexed_at", str(time.time()))
+                store.set_meta("git_state", _json(state_record(self.root)))
                 self._refresh_bm25_snapshot(store, stats)
             finally:
                 store.close()
@@ -419,6 +433,12 @@ class Index:
             bm25=bm25_state,
             history=self._history_status(),
             ranking_model=describe(repository_model(self.index_dir)),
+            git=git_status(
+                self.root,
+                GitState.from_dict(store.get_meta_json("git_state")),
+                dirty=freshness,
+                exclude=(self.index_dir,),
+            ),
         )
 
     def _history_status(self) -> dict[str, object]:
@@ -619,6 +639,8 @@ class PostgresIndex(Index):
             generation=info.generation,
             bm25={"backend": "postgres", "cache_dir": str(self.cache_dir)},
             ranking_model={"model": "global"},
+            # no meta store here: indexed_branch and indexed_head stay null
+            git=git_status(self.root, None, dirty=freshness, exclude=(self.index_dir,)),
         )
 
     def stale_files(self) -> dict[str, list[str]]:

@@ -5,7 +5,8 @@ for usage errors), never the internal-error code 70, never a traceback; and a fa
 exactly one ``error: ...`` line on stderr. The command set and each option's type come from
 the click group itself, so a new command or option is fuzzed without touching this file.
 
-Commands that would run for minutes on valid input (``bench``, ``bench-scale``, ``eval-data``)
+Commands that would run for minutes on valid input (``bench``, ``bench-scale``, ``eval-data``;
+``watch`` runs until stopped)
 are fuzzed with at least one value click rejects before the command body runs.
 """
 
@@ -29,8 +30,9 @@ from ragloom import errors
 from tests.fuzzing import fuzz_settings
 
 GROUP: click.Group = cli_module.cli
-SLOW_COMMANDS = frozenset({"bench", "bench-scale", "eval-data"})
-"""Commands whose body takes minutes: only argv that fails in parsing is generated."""
+SLOW_COMMANDS = frozenset({"bench", "bench-scale", "eval-data", "watch"})
+"""Commands whose body takes minutes (or, for ``watch``, runs until stopped): only argv that
+fails in parsing is generated."""
 
 DOCUMENTED_EXIT_CODES = frozenset(
     {0, 2, 130}

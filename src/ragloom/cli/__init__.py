@@ -8,7 +8,9 @@
 - :mod:`ragloom.cli.config`: ``config show``;
 - :mod:`ragloom.cli.serve`: ``serve http``, ``serve mcp``;
 - :mod:`ragloom.cli.feedback`: ``feedback add``, ``feedback used``, ``feedback stats``;
-- :mod:`ragloom.cli.adapt`: ``adapt`` (the learned ranking fitted to this repository).
+- :mod:`ragloom.cli.adapt`: ``adapt`` (the learned ranking fitted to this repository);
+- :mod:`ragloom.cli.watch`: ``watch`` (follow a work tree, keep its index fresh);
+- :mod:`ragloom.cli.cache`: ``cache stats``, ``cache prune``, ``cache clear`` (the vector cache).
 
 The commands import the layers below; nothing imports the CLI back.
 """
@@ -18,12 +20,14 @@ from __future__ import annotations
 from ragloom.cli.adapt import adapt_cmd
 from ragloom.cli.app import INTERNAL_ERROR_EXIT, cli
 from ragloom.cli.bench import bench_cmd, bench_scale_cmd
+from ragloom.cli.cache import cache_group
 from ragloom.cli.config import config_group
 from ragloom.cli.eval import eval_cmd, eval_data_cmd
 from ragloom.cli.feedback import feedback_group
 from ragloom.cli.index import index_cmd, status_cmd
 from ragloom.cli.query import context_cmd, search_cmd
 from ragloom.cli.serve import serve_cmd
+from ragloom.cli.watch import watch_cmd
 
 __all__ = ["INTERNAL_ERROR_EXIT", "cli", "main"]
 
@@ -41,6 +45,8 @@ for _command in (
     serve_cmd,
     feedback_group,
     adapt_cmd,
+    watch_cmd,
+    cache_group,
 ):
     cli.add_command(_command)
 

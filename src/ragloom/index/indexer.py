@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragloom.embed.cache import VectorCache
 from ragloom.embed.document import embedding_key
 from ragloom.errors import DbError
 from ragloom.index.bm25 import TantivyBm25, bm25_document
@@ -90,6 +91,12 @@ class IndexStats:
     chunks_updated: int = 0
     chunks_removed: int = 0
     chunks_embedded: int = 0
+    """Chunk texts that got a vector in this run: computed, or taken from the vector cache."""
+    embeddings_computed: int = 0
+    """Of those, the vectors the model computed (the slow part)."""
+    embeddings_cached: int = 0
+    """Of those, the vectors taken from the vector cache (:mod:`ragloom.embed.cache`): texts
+    embedded before, by this or another index, branch or work tree."""
     embeddings_pending: int = 0
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -296,8 +303,10 @@ def update_index(
     progress: ProgressFn = _no_progress,
     model_changed: bool = False,
     on_bm25_ready: Callable[[], None] | None = None,
+    cache: VectorCache | None = None,
 ) -> IndexStats:
-    """Bring the index in ``index_dir`` up to date with ``root``. Caller holds the write lock."""
+    """Bring the index in ``index_dir`` up to date with ``root``. Caller holds the write lock.
+    ``cache``: the vector cache embeddings are taken from and kept in (None: none)."""
     from ragloom.ingest.chunker import detect_language
 
     t0 = time.perf_counter()
@@ -372,7 +381,10 @@ def update_index(
         assert vectors is not None
         stats.model = embedder.model_id
         try:
-            stats.chunks_embedded = embed_missing(store, embedder, progress)
+            stats.chunks_embedded, stats.embeddings_cached = embed_missing(
+                store, embedder, progress, cache
+            )
+            stats.embeddings_computed = stats.chunks_embedded - stats.embeddings_cached
         finally:
             t6 = time.perf_counter()
             stats.timings["embed"] = t6 - t5
@@ -416,21 +428,44 @@ def _vectors_spec(index_dir: Path, embedder: Embedder | None) -> VectorsSpec | N
     return vec_dir, embedder.dim, key
 
 
-def embed_missing(store: Store, embedder: Embedder, progress: ProgressFn = _no_progress) -> int:
-    """Embed every chunk text that has no embedding for this model; resumable."""
+def embed_missing(
+    store: Store,
+    embedder: Embedder,
+    progress: ProgressFn = _no_progress,
+    cache: VectorCache | None = None,
+) -> tuple[int, int]:
+    """Embed every chunk text that has no embedding for this model; resumable. Texts the
+    ``cache`` holds (:mod:`ragloom.embed.cache`: embedded before, by any index) are taken from
+    it, and every vector computed goes into it. Returns (vectors written, of which from the
+    cache)."""
     key = embedding_key(embedder.model_id)
     missing = store.missing_embeddings(key)
     if not missing:
-        return 0
-    # Length-sorted batches: padding waste is what makes transformer batches slow.
-    missing.sort(key=lambda item: len(item[1]))
+        return 0, 0
     total = len(missing)
     done = 0
     progress("embed", 0, total)
-    for start in range(0, total, EMBED_COMMIT_BATCH):
+    if cache is not None:
+        ckeys = [VectorCache.key(key, t) for _, t in missing]
+        found = cache.get(ckeys, embedder.dim)
+        if found:
+            hits = [
+                (h, found[ck]) for (h, _), ck in zip(missing, ckeys, strict=True) if ck in found
+            ]
+            for start in range(0, len(hits), EMBED_COMMIT_BATCH):
+                store.put_embeddings(key, hits[start : start + EMBED_COMMIT_BATCH])
+                done += len(hits[start : start + EMBED_COMMIT_BATCH])
+                progress("embed", done, total)
+            missing = [m for m, ck in zip(missing, ckeys, strict=True) if ck not in found]
+    cached = done
+    # Length-sorted batches: padding waste is what makes transformer batches slow.
+    missing.sort(key=lambda item: len(item[1]))
+    for start in range(0, len(missing), EMBED_COMMIT_BATCH):
         part = missing[start : start + EMBED_COMMIT_BATCH]
         vecs = embedder.embed_documents([t for _, t in part])
         store.put_embeddings(key, ((h, vecs[i]) for i, (h, _) in enumerate(part)))
+        if cache is not None:
+            cache.put((VectorCache.key(key, t), vecs[i]) for i, (_, t) in enumerate(part))
         done += len(part)
         progress("embed", done, total)
-    return total
+    return total, cached

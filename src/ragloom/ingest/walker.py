@@ -78,6 +78,9 @@ EXCLUDED_DIRS = frozenset(
     }
 )
 """Vendored, build and tool folders that never hold the project's own source."""
+_VCS_FILES = frozenset({".git"})
+"""Files skipped like :data:`EXCLUDED_DIRS` folders: ``.git`` of a linked work tree (``git
+worktree add``) or a submodule, a file that names the repository's folder."""
 
 SECRET_PATTERNS = pathspec.GitIgnoreSpec.from_lines(
     [
@@ -364,6 +367,11 @@ def walk(
                         skipped[reason] += 1
                         continue
                     subdirs.append((path, rel, specs))
+                    continue
+                if name in _VCS_FILES:
+                    # git's own, as a folder is: a linked work tree's or a submodule's `.git`
+                    # file points at the repository
+                    skipped["excluded_dir"] += 1
                     continue
                 reason = file_reason(specs, path, name, rel)
                 if reason:

@@ -1,0 +1,88 @@
+"""``ragloom cache``: the vector cache shared by every index of this user (issue 23, item 3;
+:mod:`ragloom.embed.cache`): its size, and pruning it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from ragloom.cli.app import echo_json, handle_errors
+from ragloom.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ragloom.embed.cache import VectorCache
+
+__all__ = ["cache_group"]
+
+
+def _open() -> VectorCache:
+    from ragloom.embed.cache import CACHE_ENV, open_default_cache
+
+    cache = open_default_cache()
+    if cache is None:
+        raise ConfigError(f"no vector cache: {CACHE_ENV} is off, or the cache cannot be opened")
+    return cache
+
+
+@click.group("cache")
+def cache_group() -> None:
+    """The vector cache: document vectors kept by text, shared by every index and work tree."""
+
+
+@cache_group.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@handle_errors
+def cache_stats_cmd(as_json: bool) -> None:
+    """Where the cache is, how many vectors it holds, and its bound."""
+    cache = _open()
+    try:
+        st = cache.stats()
+    finally:
+        cache.close()
+    if as_json:
+        echo_json(st)
+        return
+    mb = int(str(st["bytes"])) / 2**20
+    bound = int(str(st["max_bytes"])) / 2**20
+    click.echo(f"{st['path']}: {st['entries']} vectors, {mb:.1f} MiB of {bound:.0f} MiB")
+
+
+@cache_group.command("prune")
+@click.option(
+    "--max-mb",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Keep at most this many MiB, least recently used out first [the bound].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+@handle_errors
+def cache_prune_cmd(max_mb: float | None, as_json: bool) -> None:
+    """Cut the cache to its bound (or --max-mb), least recently used vectors first."""
+    cache = _open()
+    try:
+        removed = cache.prune(None if max_mb is None else int(max_mb * 2**20))
+        st = cache.stats()
+    finally:
+        cache.close()
+    if as_json:
+        echo_json({"removed": removed, **st})
+        return
+    click.echo(f"removed {removed} vectors; {st['entries']} left")
+
+
+@cache_group.command("clear")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+@handle_errors
+def cache_clear_cmd(as_json: bool) -> None:
+    """Empty the cache (indexes keep their own vectors; only re-embedding gets slower)."""
+    cache = _open()
+    try:
+        removed = cache.clear()
+        st = cache.stats()
+    finally:
+        cache.close()
+    if as_json:
+        echo_json({"removed": removed, **st})
+        return
+    click.echo(f"removed {removed} vectors")

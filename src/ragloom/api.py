@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -192,11 +193,15 @@ class Index:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         progress: ProgressFn | None = None,
         history: bool = True,
+        verify: Collection[str] | None = None,
     ) -> IndexStats:
         """Build the index or bring it up to date (only changed files are re-parsed).
 
         With ``history`` (the default) and a root inside a git work tree, the commit history is
-        synced too (incrementally): the ``history`` ranking step reads it."""
+        synced too (incrementally): the ``history`` ranking step reads it. ``verify`` (paths
+        relative to the root that a file watcher saw change) reads only those files and the
+        ones whose size or modification time differ from the index, instead of every file
+        (:func:`~ragloom.index.indexer.scan_tree`)."""
         if not self.root.is_dir():
             raise InputError(f"not a directory: {self.root}")
         try:
@@ -263,6 +268,7 @@ class Index:
                         progress=progress or (lambda *_: None),
                         model_changed=model_changed,
                         cache=cache,
+                        verify=verify,
                     )
                 finally:
                     if cache is not None:
@@ -560,6 +566,7 @@ class PostgresIndex(Index):
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         progress: ProgressFn | None = None,
         history: bool = True,
+        verify: Collection[str] | None = None,
     ) -> IndexStats:
         """Build or update the repository in the database (one transaction per generation;
         ``rebuild`` re-parses every file and replaces every chunk in that one transaction).
@@ -599,6 +606,7 @@ class PostgresIndex(Index):
             progress=progress or (lambda *_: None),
             model_changed=model_changed,
             rebuild=rebuild,
+            verify=verify,
         )
         stats.model = embedder.model_id
         if not embed:

@@ -38,7 +38,7 @@ LAYER_RULES: dict[str, tuple[str, ...]] = {
     "integrations": ("cli", "bench", "eval"),
     "settings": ("cli", "server", "bench", "eval"),
     "server": ("cli", "bench", "eval"),
-    "sources": ("cli", "bench", "server"),
+    "sources": ("cli", "bench", "server", "eval"),
 }
 """Importer (a sub-package or module under ragloom) -> what it must not import; ``""`` stands
 for the ``ragloom`` package itself (its ``__init__``)."""
@@ -212,6 +212,63 @@ def test_layers_import_downward_only(graph: dict[str, set[str]]) -> None:
             if _layer(dep) in forbidden and _layer(dep) != _layer(module):
                 bad.append(f"{module} imports {dep}")
     assert not bad, "imports against the layering (STYLE.md habit 11):\n" + "\n".join(bad)
+
+
+def _module_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Imports that run when the module is imported: its top-level statements and the bodies of
+    top-level ``if``/``try``/``with`` blocks, except ``if TYPE_CHECKING:`` (never run) and
+    function and class bodies (run later, when called)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        elif isinstance(node, ast.If):
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
+            if name != "TYPE_CHECKING":
+                todo.extend(node.body)
+            todo.extend(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                todo.extend(block)
+        elif isinstance(node, ast.With):
+            todo.extend(node.body)
+    return found
+
+
+def test_sources_import_neither_api_nor_eval_at_module_level() -> None:
+    """The API imports ``ragloom.sources`` (the commits source, the change history), so a
+    source module may reach the API only lazily, inside the function that needs it (the code
+    source making its own ``Index``), or for type checking; never evaluation (git reading is
+    ``ragloom.ingest.git``)."""
+    modules = module_files(SRC, PACKAGE)
+    bad: list[str] = []
+    for name, (path, is_pkg) in sorted(modules.items()):
+        if _layer(name) != "sources":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in _module_level_imports(tree):
+            for dep in sorted(_imported(node, name, is_pkg, modules)):
+                if _layer(dep) in ("api", "eval", ""):
+                    bad.append(f"{name} imports {dep} at line {node.lineno}")
+    assert not bad, "module-level imports up the layers in sources/:\n" + "\n".join(bad)
+
+
+def test_module_level_imports_skip_lazy_and_type_only(tmp_path: Path) -> None:
+    src = (
+        "from typing import TYPE_CHECKING\nimport a\nif TYPE_CHECKING:\n    import b\n"
+        "else:\n    import c\ntry:\n    import d\nexcept ImportError:\n    import e\n"
+        "def f():\n    import g\nclass K:\n    import h\n"
+    )
+    names = {
+        alias.name
+        for node in _module_level_imports(ast.parse(src))
+        for alias in node.names
+        if isinstance(node, ast.Import)
+    }
+    assert names == {"a", "c", "d", "e"}
 
 
 def test_nothing_imports_the_cli(graph: dict[str, set[str]]) -> None:

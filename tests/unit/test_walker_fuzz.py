@@ -251,6 +251,7 @@ def _model(root: Path) -> Model:
                 m.entries += 1
                 if (
                     stat.S_ISREG(st_.st_mode)
+                    and e.name != ".git"  # a linked work tree's pointer: skipped like the folder
                     and not SECRET_PATTERNS.match_file(e.name)
                     and os.path.splitext(e.name)[1].lower() not in BINARY_EXTENSIONS
                     and st_.st_size <= CAP

@@ -171,6 +171,26 @@ def status_cmd(
         last = str(st.history.get("last_commit") or "")[:10]
         use = "" if st.history.get("ranking") else ", unused: no commit touched this folder"
         click.echo(f"history   {st.history.get('commits')} commits (last {last}{use})")
+    if st.git is not None:
+        click.echo(f"git       {_git_line(st.git)}")
     for info in fresh or []:
         shown = "  ".join(f"{k} {v}" for k, v in info.items() if k != "source" and v is not None)
         click.echo(f"source    {info['source']}: {shown}")
+
+
+def _git_line(git: dict[str, object]) -> str:
+    """``main @ 3bc4255 (index: main @ 55f85da, HEAD moved; 3 files differ)``."""
+
+    def where(branch: object, head: object) -> str:
+        return f"{branch or 'detached'} @ {str(head)[:7] if head else 'no commit'}"
+
+    line = where(git.get("branch"), git.get("head"))
+    if git.get("indexed_head") is None:
+        notes = ["index: git state not recorded"]
+    else:
+        notes = [f"index: {where(git.get('indexed_branch'), git.get('indexed_head'))}"]
+        notes[0] += ", HEAD moved" if git.get("head_moved") else ", HEAD unchanged"
+    dirty = git.get("dirty_paths")
+    if isinstance(dirty, int):
+        notes.append(f"{dirty} file{'' if dirty == 1 else 's'} differ{'s' if dirty == 1 else ''}")
+    return f"{line} ({'; '.join(notes)})"

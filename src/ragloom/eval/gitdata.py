@@ -40,7 +40,9 @@ Selection and split
 
 Everything is deterministic: the same repository, pinned commit and settings give byte-identical
 files (sorted keys, no run timestamps). Only git (a subprocess) and ragloom's own walker and
-language table are used; nothing here imports the CLI.
+language table are used; nothing here imports the CLI. Reading git (:class:`Commit`,
+:func:`read_log`, :func:`resolve_commit`, :func:`tree_paths`) and :func:`path_role` live in
+:mod:`ragloom.ingest.git`, shared with the retrieval sources; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -55,10 +57,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
 from ragloom.errors import InputError
-from ragloom.ingest.languages import CODE_SPECS, detect_language
+from ragloom.ingest.git import (
+    CODE_LANGUAGES,
+    Commit,
+    PathRole,
+    git_output,
+    path_role,
+    read_log,
+    resolve_commit,
+    tree_paths,
+)
 from ragloom.ingest.walker import walk
 
 __all__ = [
@@ -86,6 +96,7 @@ __all__ = [
     "path_role",
     "read_commits",
     "read_log",
+    "resolve_commit",
     "select_questions",
     "skip_reason",
     "tree_paths",
@@ -102,10 +113,6 @@ MIN_WORDS = 3
 """Fewer words after cleaning ("fix", "wip", "Fixes #12") do not make a question."""
 MAX_BODY_CHARS = 300
 """Cap of the body paragraph appended with ``body=True`` (cut at a word boundary)."""
-CODE_LANGUAGES: frozenset[str] = frozenset(CODE_SPECS) - {"bash"}
-"""Languages whose files can be gold: those ragloom chunks into symbols, shell scripts aside."""
-
-PathRole = Literal["source", "test", "docs", "example", "bench", "build", "declaration", "other"]
 
 # --- message cleaning -----------------------------------------------------------------------
 
@@ -400,136 +407,13 @@ def skip_reason(message: str, author: str = "", email: str = "") -> str | None:
     return None
 
 
-# --- path roles --------------------------------------------------------------------------------
+# --- changelogs and generated files -----------------------------------------------------------
 
-_TEST_DIRS = frozenset(
-    {
-        "test",
-        "tests",
-        "__tests__",
-        "__test__",
-        "testing",
-        "testdata",
-        "test_data",
-        "test-data",
-        "spec",
-        "specs",
-        "e2e",
-        "fixtures",
-        "__fixtures__",
-        "__mocks__",
-        "mocks",
-        "test-utils",
-        "test_utils",
-        "testutil",
-        "testutils",
-        "integration-tests",
-        "integration_tests",
-        "ui-tests",
-        "snapshots",
-        "__snapshots__",
-        "tests-integration",
-        "test_helpers",
-        "test-helpers",
-        "testhelpers",
-        "internal_test",
-    }
-)
-_TEST_FILE_RE = re.compile(
-    r"^(?:test_.*\.pyi?|.*_tests?\.pyi?|conftest\.py|.*_test\.go|tests?\.rs|"
-    r".*[._-](?:test|spec|tests|specs|bench)\.(?:[cm]?[jt]sx?)|test\.[cm]?[jt]sx?|"
-    r".*_test\.(?:rs|rb|c|cc|cpp|java)|.*Tests?\.java|.*_spec\.rb)$"
-)
-_DOC_DIRS = frozenset(
-    {"docs", "doc", "documentation", "website", "site", "www", "docs_src", "doc_src", "book"}
-)
-_EXAMPLE_DIRS = frozenset(
-    {
-        "examples",
-        "example",
-        "samples",
-        "sample",
-        "demo",
-        "demos",
-        "sandbox",
-        "playground",
-        "play",
-        "tutorial",
-        "tutorials",
-        "cookbook",
-    }
-)
-_EXAMPLE_FILE_RE = re.compile(
-    r"^(?:play|playground|scratch|sandbox|example|examples|demo)\.[\w.]+$", re.IGNORECASE
-)
-_BENCH_DIRS = frozenset({"bench", "benches", "benchmark", "benchmarks", "perf", "profiling"})
-_BUILD_DIRS = frozenset(
-    {
-        "scripts",
-        "script",
-        "tools",
-        "tool",
-        "ci",
-        "bin",
-        "build",
-        "dist",
-        "gulp",
-        "grunt",
-        "xtask",
-        "hack",
-    }
-)
-_BUILD_FILE_RE = re.compile(
-    r"^(?:setup\.py|noxfile\.py|tasks\.py|fabfile\.py|manage\.py|"
-    r"(?:.*\.)?(?:config|conf|rc)\.[cm]?[jt]s|gulpfile\.[cm]?[jt]s|gruntfile\.[cm]?[jt]s|"
-    r"\.eslintrc\.[cm]?js|\.prettierrc\.[cm]?js|babel\.config\.[cm]?js|"
-    r"(?:webpack|rollup|vite|vitest|jest|karma|tsup|esbuild|eslint|prettier|commitlint|"
-    r"lint-staged|playwright|tsdown|tsconfig)\..*|magefile\.go|mage\.go)$",
-    re.IGNORECASE,
-)
-_DECLARATION_RE = re.compile(r"\.d\.[cm]?ts$|\.pyi$", re.IGNORECASE)
-_GENERATED_NAME_RE = re.compile(
-    r"(?:_pb2(?:_grpc)?\.pyi?|\.pb(?:\.gw)?\.go|^zz_generated.*|_generated\.\w+|\.generated\.\w+|"
-    r"\.gen\.\w+|_gen\.go|\.min\.[cm]?js|-min\.js|\.bundle\.[cm]?js)$",
-    re.IGNORECASE,
-)
 _GENERATED_TEXT_RE = re.compile(
     r"code generated .* do not edit|@generated|auto-?generated|automatically generated|"
     r"this file (?:is|was) generated|do not edit(?: this file)?[:!.]? ?(?:it is|this file is)",
     re.IGNORECASE,
 )
-
-
-def path_role(path: str) -> PathRole:
-    """What a repo-relative file is: library ``"source"`` (gold-eligible) or something else.
-
-    Only files of a :data:`CODE_LANGUAGES` language can be ``"source"``; a test, doc, example,
-    benchmark, build or CI file, a type declaration (``.d.ts``, ``.pyi``) or a file with a
-    generated-looking name is not, and neither is anything under a hidden folder.
-    """
-    p = PurePosixPath(path)
-    # "_examples" (Go hides folders from the build with a leading "_") is "examples"
-    dirs = [d.lower().lstrip("_") or d for d in p.parts[:-1]]
-    name = p.name
-    if _TEST_FILE_RE.match(name) or any(d in _TEST_DIRS for d in dirs):
-        return "test"
-    if any(d in _DOC_DIRS for d in dirs):
-        return "docs"
-    if any(d in _EXAMPLE_DIRS for d in dirs) or _EXAMPLE_FILE_RE.match(name):
-        return "example"
-    if any(d in _BENCH_DIRS for d in dirs):
-        return "bench"
-    if any(d.startswith(".") for d in dirs) or any(d in _BUILD_DIRS for d in dirs):
-        return "build"
-    if _BUILD_FILE_RE.match(name):
-        return "build"
-    if _DECLARATION_RE.search(name):
-        return "declaration"
-    if _GENERATED_NAME_RE.search(name):
-        return "other"
-    if detect_language(path) not in CODE_LANGUAGES:
-        return "other"
-    return "source"
 
 
 _CHANGELOG_RE = re.compile(
@@ -556,101 +440,9 @@ def is_generated_text(head: str) -> bool:
 # --- git ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Commit:
-    """One non-merge commit: hash, committer time, author, raw message and changed paths."""
-
-    sha: str
-    timestamp: int
-    author: str
-    email: str
-    message: str
-    changes: tuple[tuple[str, str], ...]
-    """``(status, path)`` pairs of ``git log --name-status --no-renames``: A, M, D, T."""
-
-
-def _git(git_dir: Path, *args: str) -> bytes:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("GIT_") or k in ("GIT_CONFIG_NOSYSTEM",)
-    }
-    env["GIT_DIR"] = str(git_dir)
-    env["LC_ALL"] = "C"
-    proc = subprocess.run(
-        ["git", "-c", "core.quotepath=off", "-c", "log.showSignature=false", *args],
-        env=env,
-        capture_output=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip()
-        raise InputError(f"git {' '.join(args[:2])} failed in {git_dir}: {err}")
-    return proc.stdout
-
-
-def resolve_commit(git_dir: Path, rev: str) -> str:
-    """The full hash of ``rev`` in ``git_dir`` (InputError when it is not there)."""
-    out = _git(git_dir, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    return out.decode().strip()
-
-
-_LOG_FORMAT = "%x1e%H%x1f%ct%x1f%an%x1f%ae%x1f%B%x1f"
-
-
 def read_commits(git_dir: Path, pinned: str) -> list[Commit]:
     """Every non-merge ancestor of ``pinned`` (itself excluded) with its changed paths."""
     return [c for c in read_log(git_dir, pinned) if c.sha != pinned]
-
-
-def read_log(git_dir: Path, *revs: str) -> list[Commit]:
-    """Non-merge commits ``git log REVS`` lists (``A..B`` ranges too), newest first, with their
-    changed paths (the ``commits`` retrieval source reads history through this as well)."""
-    raw = _git(
-        git_dir,
-        "log",
-        "--no-merges",
-        "--no-renames",
-        "--no-color",
-        "--no-ext-diff",
-        "-z",
-        f"--format={_LOG_FORMAT}",
-        "--name-status",
-        *revs,
-        "--",
-    )
-    text = raw.decode("utf-8", "replace")
-    commits: list[Commit] = []
-    for record in text.split("\x1e"):
-        if not record.strip("\x00\n"):
-            continue
-        parts = record.split("\x1f")
-        if len(parts) < 6:
-            continue
-        sha, ts, author, email, message = parts[:5]
-        tail = "\x1f".join(parts[5:])
-        fields = [f for f in tail.strip("\x00\n").split("\x00") if f]
-        changes: list[tuple[str, str]] = []
-        i = 0
-        while i + 1 < len(fields):
-            status = fields[i].strip("\n")
-            changes.append((status[:1], fields[i + 1]))
-            i += 2
-        commits.append(Commit(sha, int(ts), author, email, message, tuple(changes)))
-    return commits
-
-
-def tree_paths(git_dir: Path, commit: str) -> dict[str, tuple[str, str]]:
-    """Path -> (mode, blob hash) of every entry of ``commit``'s tree (recursively)."""
-    raw = _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", commit)
-    out: dict[str, tuple[str, str]] = {}
-    for entry in raw.decode("utf-8", "replace").split("\x00"):
-        if not entry:
-            continue
-        meta, _, path = entry.partition("\t")
-        mode, _kind, sha = meta.split(" ")
-        out[path] = (mode, sha)
-    return out
 
 
 _FILE_MODES = ("100644", "100755")
@@ -666,7 +458,7 @@ def extract_tree(
     yes to. Every file's mtime is the commit time, so two extractions are identical.
     """
     entries = tree_paths(git_dir, commit)
-    ts = int(_git(git_dir, "show", "-s", "--format=%ct", commit).decode().strip())
+    ts = int(git_output(git_dir, "show", "-s", "--format=%ct", commit).decode().strip())
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)

@@ -16,6 +16,7 @@ order of work so a crash at any point leaves the published generation intact:
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,11 +45,13 @@ def index_into(
     progress: ProgressFn = _no_progress,
     model_changed: bool = False,
     rebuild: bool = False,
+    verify: Collection[str] | None = None,
 ) -> IndexStats:
     """Bring ``backend``'s repository up to date with ``root`` (takes the write lock;
     IndexLockedError when another indexer holds it). ``skip_dir`` is left out of the walk.
     ``rebuild`` drops every stored chunk and re-parses every file, in the same single update
-    (readers see the old generation until the rebuilt one is published)."""
+    (readers see the old generation until the rebuilt one is published). ``verify``: as for
+    :func:`~ragloom.index.indexer.scan_tree`."""
     from ragloom.ingest.chunker import detect_language
 
     t0 = time.perf_counter()
@@ -62,6 +65,7 @@ def index_into(
             stats,
             max_file_bytes=max_file_bytes,
             progress=progress,
+            verify=None if rebuild else verify,
         )
         t2 = time.perf_counter()
         if rebuild:

@@ -31,7 +31,7 @@ import logging
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,6 +78,10 @@ def _no_progress(stage: str, done: int, total: int) -> None:
     return None
 
 
+PATHS_SAMPLE = 20
+"""How many changed paths :attr:`IndexStats.paths_changed` names at most."""
+
+
 @dataclass(slots=True)
 class IndexStats:
     """What one ``index`` run did; the CLI's ``--json`` output (a stable contract)."""
@@ -116,6 +120,9 @@ class IndexStats:
     """Commits the change history holds after this run (the ``commits`` source, ranking
     evidence: docs/ranking.md "Change history"); None when it was not synced (not a git work
     tree, ``history=False``, or the sync failed: the warning says why)."""
+    paths_changed: list[str] = field(default_factory=list)
+    """Up to :data:`PATHS_SAMPLE` of the changed, new and removed files (sorted): what a
+    watcher's line names."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -245,11 +252,19 @@ def scan_tree(
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     progress: ProgressFn = _no_progress,
+    verify: Collection[str] | None = None,
 ) -> tuple[list[tuple[SourceFile, str, list[Chunk]]], list[str]]:
     """Steps 1 and 2 of an update, shared by every storage backend: walk ``root``, hash each
     file, compare with ``known`` (the published files) and parse the changed ones into chunks.
     Returns (changed files with their digest and chunks, removed paths); fills the scan counts
-    and the ``scan`` and ``parse`` timings of ``stats``."""
+    and the ``scan`` and ``parse`` timings of ``stats``.
+
+    ``verify`` None (``ragloom index``) reads and hashes every file. A collection (the
+    relative paths a file watcher saw events for) trusts a file outside it whose size and
+    modification time are those of its row, and reads only the rest: the scan of a one-file
+    edit costs a walk of the tree instead of reading all of it. A change the watcher was told
+    of is always hashed, so a rewrite within one tick of the clock with the same size is not
+    missed; a change no event reported is found by its size or time (the rescan)."""
     from ragloom.ingest.chunker import chunk_file
 
     t0 = time.perf_counter()
@@ -259,6 +274,11 @@ def scan_tree(
     seen: set[str] = set()
     progress("scan", 0, len(walked.files))
     for i, sf in enumerate(walked.files):
+        if verify is not None and sf.rel not in verify:
+            row = known.get(sf.rel)
+            if row is not None and row.size == sf.size and row.mtime == sf.mtime:
+                seen.add(sf.rel)
+                continue
         got = _read(sf, max_file_bytes)
         if isinstance(got, str):
             skipped[got] += 1
@@ -280,6 +300,7 @@ def scan_tree(
     stats.files_changed = len(changed)
     stats.files_removed = len(removed)
     stats.files_skipped = dict(sorted(skipped.items()))
+    stats.paths_changed = sorted([sf.rel for sf, _, _ in changed] + removed)[:PATHS_SAMPLE]
     t1 = time.perf_counter()
     stats.timings["scan"] = t1 - t0
 
@@ -304,9 +325,11 @@ def update_index(
     model_changed: bool = False,
     on_bm25_ready: Callable[[], None] | None = None,
     cache: VectorCache | None = None,
+    verify: Collection[str] | None = None,
 ) -> IndexStats:
     """Bring the index in ``index_dir`` up to date with ``root``. Caller holds the write lock.
-    ``cache``: the vector cache embeddings are taken from and kept in (None: none)."""
+    ``cache``: the vector cache embeddings are taken from and kept in (None: none).
+    ``verify``: as for :func:`scan_tree` (None: hash every file)."""
     from ragloom.ingest.chunker import detect_language
 
     t0 = time.perf_counter()
@@ -318,7 +341,13 @@ def update_index(
         log.info("rolled back an unpublished update", extra={"rows": rolled_back})
     # 1. walk and hash, 2. parse
     parsed, removed = scan_tree(
-        root, index_dir, store.files(), stats, max_file_bytes=max_file_bytes, progress=progress
+        root,
+        index_dir,
+        store.files(),
+        stats,
+        max_file_bytes=max_file_bytes,
+        progress=progress,
+        verify=verify,
     )
     t2 = time.perf_counter()
 

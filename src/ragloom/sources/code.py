@@ -4,14 +4,23 @@ Its list is ragloom's own hybrid search (BM25 and dense already fused with the t
 so it enters the cross-source fusion as one list with the code weight (1.0). Each hit keeps the
 original :class:`ragloom.types.Hit` as its payload, so context assembly reads code from disk
 with its freshness checks exactly as ``ragloom context`` does. ``sync`` is ``Index.index``.
+
+The module does not import :mod:`ragloom.api` at its top: the API imports ``ragloom.sources``
+(the commits source, the change history), so the sources sit below it. What the code source
+needs of an index is the :class:`CodeIndex` protocol; the one place that makes an ``Index``
+(:func:`_open_index`, when no caller lent one through :meth:`CodeSource.use_index`) imports
+the API when it runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
+from pathlib import Path
+from typing import Protocol
 
-from ragloom.api import Index
+from ragloom.index.indexer import IndexStats
+from ragloom.retrieve.search import Retriever, SearchResult
 from ragloom.sources.base import (
     RetrieveOptions,
     SourceContext,
@@ -22,9 +31,41 @@ from ragloom.sources.base import (
 )
 from ragloom.types import Hit
 
-__all__ = ["CodeSource"]
+__all__ = ["CodeIndex", "CodeSource"]
 
 _FILTER_OVERFETCH = 4
+
+
+class _Counts(Protocol):
+    @property
+    def chunks(self) -> int: ...
+    @property
+    def files(self) -> int: ...
+    @property
+    def generation(self) -> int: ...
+
+
+class CodeIndex(Protocol):
+    """What the code source uses of :class:`ragloom.api.Index`."""
+
+    @property
+    def exists(self) -> bool: ...
+    @property
+    def retriever(self) -> Retriever: ...
+    def index(self, *, embed: bool = ...) -> IndexStats: ...
+    def search(
+        self, query: str, *, top_k: int = ..., strategy: str = ..., explain: bool = ...
+    ) -> SearchResult: ...
+    def status(self, *, freshness: bool = ...) -> _Counts: ...
+    def close(self) -> None: ...
+
+
+def _open_index(root: Path, index_dir: Path, embedder: str | None = None) -> CodeIndex:
+    """A new ``Index`` of ``root``. Imported here, when a source opens its own index, not at
+    the module's top: ``ragloom.api`` imports ``ragloom.sources`` (see the module docstring)."""
+    from ragloom.api import Index
+
+    return Index(root, index_dir, embedder=embedder)
 
 
 class CodeSource:
@@ -35,7 +76,7 @@ class CodeSource:
     def __init__(self, context: SourceContext) -> None:
         self.context = context
         self.settings = SourceSettings(top_k=10)
-        self._index: Index | None = None
+        self._index: CodeIndex | None = None
         self._borrowed = False
         self.strategy = "hybrid"
         self.explain = False
@@ -45,9 +86,9 @@ class CodeSource:
         return self.settings.enabled
 
     @property
-    def index(self) -> Index:
+    def index(self) -> CodeIndex:
         if self._index is None:
-            self._index = Index(self.context.root, self.context.index_dir)
+            self._index = _open_index(self.context.root, self.context.index_dir)
         return self._index
 
     def initialize(self, settings: SourceSettings) -> None:
@@ -56,9 +97,9 @@ class CodeSource:
         self.explain = bool(settings.options.get("explain", False))
         embed = settings.options.get("embedder")
         if embed is not None and self._index is None:
-            self._index = Index(self.context.root, self.context.index_dir, embedder=str(embed))
+            self._index = _open_index(self.context.root, self.context.index_dir, str(embed))
 
-    def use_index(self, index: Index) -> None:
+    def use_index(self, index: CodeIndex) -> None:
         """Search through an Index the caller already has open (one retriever, one model)."""
         self._index = index
         self._borrowed = True

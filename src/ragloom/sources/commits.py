@@ -2,8 +2,8 @@
 
 One item per non-merge commit: the full message, author, committer date, the changed files with
 their status and line counts (a bounded diff summary: at most :data:`MAX_DIFF_FILES` files), and
-a URL when ``origin`` is a GitHub remote. History is read with the evaluation's parser
-(:func:`ragloom.eval.gitdata.read_log`).
+a URL when ``origin`` is a GitHub remote. History is read with the shared git reader
+(:func:`ragloom.ingest.git.read_log`, which the evaluation's dataset builder uses too).
 
 Sync is incremental from the last indexed commit: when it is an ancestor of ``HEAD`` only
 ``last..HEAD`` is read; when it is not (a rebase, an amend, a force-push: the history was
@@ -13,16 +13,14 @@ rewritten) every item is dropped and the history re-read, and the report says ``
 from __future__ import annotations
 
 import logging
-import os
 import re
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ragloom.errors import InputError
-from ragloom.eval.gitdata import Commit, read_log
+from ragloom.ingest.git import Commit, git_dir_of, read_log, run_git
 from ragloom.sources.base import (
     SourceContext,
     SourceSettings,
@@ -49,27 +47,7 @@ _STATUS = {"A": "added", "M": "modified", "D": "deleted", "T": "type changed"}
 _REMOTE = re.compile(r"github\.com[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")
 
 
-def _run(
-    args: Sequence[str], cwd: Path | None = None, git_dir: Path | None = None
-) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    if git_dir is not None:
-        env["GIT_DIR"] = str(git_dir)
-    env["LC_ALL"] = "C"
-    proc = subprocess.run(
-        ["git", "-c", "core.quotepath=off", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        check=False,
-    )
-    return proc.returncode, proc.stdout.decode("utf-8", "replace")
-
-
-def git_dir_of(root: Path) -> Path | None:
-    """The git directory of the work tree at ``root`` (None when it is not a repository)."""
-    code, out = _run(["rev-parse", "--absolute-git-dir"], cwd=root)
-    return Path(out.strip()) if code == 0 and out.strip() else None
+_run = run_git
 
 
 def github_web_url(git_dir: Path) -> str | None:

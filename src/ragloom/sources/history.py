@@ -4,7 +4,7 @@ vote for the library files they changed, and the code list is re-ranked with tho
 The method is exactly the one measured time-split on the git-history evaluation
 (docs/sources.md, ``scripts/eval_history.py``): each of the top ``depth`` commits (BM25 over the
 commits source) at rank r votes ``1 / (60 + r) / files it touched`` for each library source file
-(:func:`ragloom.eval.gitdata.path_role` is ``"source"``) it changed that exists in the work tree;
+(:func:`ragloom.ingest.git.path_role` is ``"source"``) it changed that exists in the work tree;
 the voted files form a list fused with the code list's file ranking by weighted RRF (k = 60,
 code 1.0, history ``weight``). Code hits are re-ordered by their file's fused rank (their own
 order kept within a file); a voted file with no code hit is added as a ``history`` hit naming the
@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from ragloom.eval.gitdata import path_role
+from ragloom.ingest.git import path_role
 from ragloom.retrieve.config import RRF_K_DEFAULT
 from ragloom.retrieve.fusion import rrf_fuse_explain
 from ragloom.sources.base import SourceHit

@@ -7,7 +7,7 @@ DEMO_PATH ?= .
 DEMO_QUERY ?= $(shell cat scripts/demo-query.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint unit fuzz apifuzz bench eval eval-git eval-swebench eval-data clean model ltr
+.PHONY: bench-live demo test lint unit fuzz apifuzz bench eval eval-git eval-swebench eval-data clean model ltr
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,14 @@ bench: $(STAMP)
 		--json-out bench-out/serving/results.json --out docs/benchmarks.md
 	$(PY) scripts/bench_mcp.py --work-dir bench-out/mcp --json-out bench-out/mcp/results.json \
 		--out docs/benchmarks.md --out docs/mcp.md
+
+# The live index (issue 23, docs/live-index.md): time from a file write to the first answer of a
+# warm `serve http` that shows it, on a clone of this repository and (when built by `make bench`)
+# on the 100k-chunk corpus; figures into docs/benchmarks.md, "Live index (issue 23)".
+bench-live: $(STAMP)
+	rm -rf bench-out/live-repo && git clone -q . bench-out/live-repo
+	$(VENV)/bin/ragloom index bench-out/live-repo --no-progress
+	$(PY) scripts/bench_live.py bench-out/live-repo $(if $(wildcard bench-out/corpora/c100k/.ragloom),bench-out/corpora/c100k) --out docs/benchmarks.md --json-out bench-out/live/results.json
 
 eval: $(STAMP)
 	$(PY) -m pip install -q -e '.[eval]'

@@ -217,6 +217,17 @@ class ServerSettings(BaseModel):
     reload: bool = Field(
         default=True, description="watch the configuration files and apply changes"
     )
+    watch: bool = Field(
+        default=True,
+        description="follow the work tree and apply each batch of edits as it happens "
+        "(a local folder index; ragloom.watch)",
+    )
+    watch_debounce_ms: int = Field(
+        default=200,
+        ge=0,
+        le=60_000,
+        description="quiet time that closes a batch of edits (one saved file: 20 ms)",
+    )
 
     @field_validator("api_token", mode="before")
     @classmethod

@@ -81,6 +81,9 @@ DEFAULT_RESCAN_S = 30.0
 _TICK_MS = 20
 """How often the loop wakes up without events (to close batches, notice a deleted root)."""
 
+_FEED_MAX_MS = 50
+"""The longest ``watchfiles`` groups events before handing them over."""
+
 
 def max_hold_ms(debounce_ms: int) -> int:
     """The cap on holding one burst for a debounce window: 2 s, or ten windows if longer."""
@@ -252,6 +255,14 @@ class Watcher:
         self._files: int | None = None
         """Files the index held after the last update (None before the first)."""
         self._applying = False
+        self._feed_lock = threading.Lock()
+        self._last_event = 0.0
+        self._feed_stop = threading.Event()
+        self._feed_ready = threading.Event()
+        self._feed_error: BaseException | None = None
+        self.last_generation = 0
+        """The generation the last applied batch (or the update at start) published."""
+        self.last_report: BatchReport | None = None
 
     # -- control -------------------------------------------------------------------------
     def stop(self) -> None:
@@ -307,56 +318,52 @@ class Watcher:
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> int:
         """Update once, then watch until :meth:`stop`, ``max_batches`` or a deleted root
-        (:class:`WatchRootGoneError`). Returns the number of batches applied."""
-        import watchfiles
+        (:class:`WatchRootGoneError`). Returns the number of batches applied.
 
+        Two threads: a feeder (``watchfiles``) only hands event paths to the debouncer; this
+        thread wakes every few ms to close batches, apply them and rescan. Kept apart because
+        ``watchfiles`` yields nothing while events it then filters out keep arriving (a busy
+        server writes its query log into the index folder on every answer): a loop driven by
+        its yields would hold a due batch until the tree fell quiet."""
         self._root_id = self._root_identity()
         self._check_root()
-        quiet_ms = round(self.debouncer.quiet_s * 1000)
-        started = False
-        last_activity = self.clock()
+        self._feed_stop = threading.Event()
+        self._feed_ready = threading.Event()
+        self._feed_error = None
+        feeder = threading.Thread(target=self._feed, name="ragloom-watch-feed", daemon=True)
+        feeder.start()
         try:
             # The watch starts before the update at start, so a change made during it is seen.
-            for changes in watchfiles.watch(
-                self.root,
-                watch_filter=self._filter,
-                # watchfiles returns a burst's events within a window; the Debouncer batches them
-                debounce=max(_TICK_MS, quiet_ms),
-                step=max(1, min(_TICK_MS, quiet_ms)),
-                rust_timeout=_TICK_MS,
-                yield_on_timeout=True,
-                stop_event=self._stop,
-                raise_interrupt=True,
-                force_polling=self.force_polling,
-            ):
+            while not self._feed_ready.wait(_TICK_MS / 1000):
+                self._raise_feed_error()
                 self._check_root()
-                if not started:
-                    started = True
-                    self._apply("start", 0, set())
-                    self.on_ready()
+                if self._stop.is_set():
+                    return self.batches
+            self._apply("start", 0, set())
+            self.on_ready()
+            last_activity = self.clock()
+            while not self._stop.is_set():
+                self._raise_feed_error()
+                self._check_root()
                 now = self.clock()
-                self.debouncer.add((path for _, path in changes), now)
-                if changes:
-                    last_activity = now
-                if self.debouncer.due(now):
-                    paths, events = self.debouncer.take()
-                    self._applying = True  # pending until published (the paths left the
-                    try:  # debouncer)
-                        self._apply("events", events, paths)
-                    finally:
-                        self._applying = False
+                with self._feed_lock:
+                    due = self.debouncer.due(now)
+                    if due:
+                        paths, events = self.debouncer.take()
+                    seen = self._last_event
+                if due:
+                    self._apply("events", events, paths)
                     last_activity = self.clock()
                 elif (
                     self.rescan_s > 0
                     and not len(self.debouncer)
-                    and now - last_activity >= self.rescan_s
+                    and now - max(last_activity, seen) >= self.rescan_s
                 ):
                     self._apply("rescan", 0, set())
                     last_activity = self.clock()
-                if self._stop.is_set() or (
-                    self.max_batches is not None and self.batches >= self.max_batches
-                ):
+                if self.max_batches is not None and self.batches >= self.max_batches:
                     break
+                self._stop.wait(_TICK_MS / 1000)
         except (WatchRootGoneError, KeyboardInterrupt):
             raise
         except Exception as exc:  # the watch itself failed: a vanished root says why
@@ -365,11 +372,53 @@ class Watcher:
             if isinstance(exc, FileNotFoundError):
                 raise WatchRootGoneError(f"stopped watching: {self.root} was deleted") from exc
             raise
+        finally:
+            self._feed_stop.set()
+            feeder.join(5.0)
         return self.batches
 
+    def _raise_feed_error(self) -> None:
+        if self._feed_error is not None:
+            raise self._feed_error
+
+    def _feed(self) -> None:
+        """The feeder thread: ``watchfiles`` events into the debouncer, nothing else."""
+        import watchfiles
+
+        try:
+            for changes in watchfiles.watch(
+                self.root,
+                watch_filter=self._filter,
+                # events reach the debouncer within 50 ms even while filtered-out events keep
+                # arriving; the Debouncer, not watchfiles, decides what one batch is
+                debounce=_FEED_MAX_MS,
+                step=_TICK_MS,
+                rust_timeout=_TICK_MS,
+                yield_on_timeout=True,
+                stop_event=self._feed_stop,
+                raise_interrupt=False,
+                force_polling=self.force_polling,
+            ):
+                self._feed_ready.set()
+                if changes:
+                    now = self.clock()
+                    with self._feed_lock:
+                        self.debouncer.add((path for _, path in changes), now)
+                        self._last_event = now
+        except BaseException as exc:  # handed to run(), which raises it in its thread
+            self._feed_error = exc
+            self._feed_ready.set()
+
     def _apply(self, trigger: str, events: int, paths: set[str]) -> BatchReport | None:
-        """Check the tree against the index and apply what changed as one update; None when
-        there was nothing to apply (or the watcher was stopped while waiting for the lock)."""
+        """Apply what changed as one update; None when there was nothing to apply (or the
+        watcher was stopped while waiting for the lock). :attr:`pending` holds meanwhile."""
+        self._applying = True
+        try:
+            return self._apply_batch(trigger, events, paths)
+        finally:
+            self._applying = False
+
+    def _apply_batch(self, trigger: str, events: int, paths: set[str]) -> BatchReport | None:
         t0 = time.perf_counter()
         waited = 0.0
         told = False
@@ -412,6 +461,8 @@ class Watcher:
             report.files_added = max(0, min(added, stats.files_changed))
             report.files_changed = stats.files_changed - report.files_added
         self._files = stats.files_scanned
+        self.last_generation = stats.generation
+        self.last_report = report
         if trigger != "start":
             self.batches += 1
             report.batch = self.batches

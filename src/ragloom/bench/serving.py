@@ -218,6 +218,8 @@ def running_server(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
 
 
 # -- the client ----------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ragloom.cli.backend import backend_options
 if TYPE_CHECKING:
     from ragloom.server.engine import ServingEngine
     from ragloom.settings import LoadedSettings
+    from ragloom.watch import BatchReport
 
 __all__ = ["serve_cmd"]
 
@@ -103,8 +104,10 @@ def _load(
     return _Served(root, loaded, lambda: ServingEngine.open(folder, loaded.settings), str(root))
 
 
-def _server_overrides(host: str | None, port: int | None) -> dict[str, Any]:
+def _server_overrides(host: str | None, port: int | None, no_watch: bool = False) -> dict[str, Any]:
     server: dict[str, Any] = {}
+    if no_watch:
+        server["watch"] = False
     if host is not None:
         server["host"] = host
     if port is not None:
@@ -118,6 +121,26 @@ _INDEX_DIR = click.option(
     type=click.Path(path_type=Path),
     help="Index folder [PATH/.ragloom, or the nearest .ragloom].",
 )
+_NO_WATCH = click.option(
+    "--no-watch",
+    is_flag=True,
+    help="Do not follow the work tree [settings.server.watch: follow it, for a folder index].",
+)
+
+
+def _start_watching(engine: ServingEngine, loaded: LoadedSettings, label: str) -> None:
+    """Follow the served work tree when ``server.watch`` is on (a folder index): one line on
+    stderr per applied batch, as ``ragloom watch`` prints it."""
+    server = loaded.settings.server
+    if not server.watch:
+        return
+
+    def on_batch(report: BatchReport) -> None:
+        if report.trigger != "start" or report.files_changed or report.files_removed:
+            click.echo(f"ragloom: {report.line()}", err=True)
+
+    if engine.start_watching(debounce_ms=server.watch_debounce_ms, on_batch=on_batch):
+        click.echo(f"ragloom: watching {label} for edits (--no-watch to stop)", err=True)
 
 
 @click.group("serve")
@@ -141,6 +164,7 @@ def serve_cmd() -> None:
     show_default=True,
     help="uvicorn's log level.",
 )
+@_NO_WATCH
 @backend_options
 @handle_errors
 def serve_http_cmd(
@@ -149,6 +173,7 @@ def serve_http_cmd(
     host: str | None,
     port: int | None,
     log_level: str,
+    no_watch: bool = False,
     backend: str | None = None,
     dsn: str | None = None,
     repo: str | None = None,
@@ -160,7 +185,7 @@ def serve_http_cmd(
     """
     from ragloom.server.http import bind_socket, create_app, serve, url_of
 
-    overrides = _server_overrides(host, port)
+    overrides = _server_overrides(host, port, no_watch)
     served = _load(path, index_dir, overrides, backend, dsn, repo)
     loaded = served.loaded
     server = loaded.settings.server
@@ -174,6 +199,7 @@ def serve_http_cmd(
             )
             auth = " (bearer token required)" if _has_token(app) else ""
             click.echo(f"ragloom: serving {served.label} on {url_of(sock)}{auth}")
+            _start_watching(engine, loaded, served.label)
             try:
                 serve(app, sock, log_level=log_level)
             finally:
@@ -227,6 +253,7 @@ def _start_watcher(
     show_default=True,
     help="Port (--transport http).",
 )
+@_NO_WATCH
 @backend_options
 @handle_errors
 def serve_mcp_cmd(
@@ -235,6 +262,7 @@ def serve_mcp_cmd(
     transport: str,
     host: str,
     port: int,
+    no_watch: bool = False,
     backend: str | None = None,
     dsn: str | None = None,
     repo: str | None = None,
@@ -244,11 +272,15 @@ def serve_mcp_cmd(
     live, as for ``serve http``; logs and notices go to stderr (stdout is the protocol)."""
     from ragloom.server.mcp import run_mcp
 
-    served = _load(path, index_dir, {}, backend, dsn, repo)
+    overrides = _server_overrides(None, None, no_watch)
+    served = _load(path, index_dir, overrides, backend, dsn, repo)
     loaded = served.loaded
     engine = served.open()
+    _start_watching(engine, loaded, served.label)
     watcher = (
-        _start_watcher(served.root, engine, loaded, {}) if loaded.settings.server.reload else None
+        _start_watcher(served.root, engine, loaded, overrides)
+        if loaded.settings.server.reload
+        else None
     )
     try:
         run_mcp(engine, transport="http" if transport == "http" else "stdio", host=host, port=port)

@@ -66,6 +66,7 @@ from ragloom.server.metrics import EngineMetrics
 from ragloom.server.target import FolderTarget, PostgresTarget, ServingTarget
 from ragloom.settings import Settings, load_settings
 from ragloom.types import Hit
+from ragloom.watch import DEFAULT_DEBOUNCE_MS, DEFAULT_RESCAN_S, BatchReport, Watcher
 
 __all__ = ["ServingEngine", "hit_json"]
 
@@ -219,6 +220,12 @@ class ServingEngine:
                 f"{base.model_id} ({base.dim}-d); set embedding.model to the index's model "
                 f"or re-index with `ragloom index {root} --model ...`"
             )
+        self._doc_embedder = base
+        """The loaded model itself: the watcher embeds documents with it (no second load,
+        and the query-embedding cache is not filled with chunk texts)."""
+        self._watcher: Watcher | None = None
+        self._watch_thread: threading.Thread | None = None
+        self._watch_error = ""
         if base is not None:
             self._batcher = BatchingEmbedder(base, window_ms=settings.server.batch_window_ms)
             self._embedder = CachingEmbedder(self._batcher, self._embedding_cache)
@@ -434,7 +441,9 @@ class ServingEngine:
         hit: bool,
         t0: float,
     ) -> dict[str, Any]:
-        """Log the answer (for feedback), stamp its latency and count it in the metrics."""
+        """Log the answer (for feedback), stamp its latency and freshness and count it in the
+        metrics."""
+        out["pending_changes"] = self._may_miss_a_change(gen)
         elapsed = time.perf_counter() - t0
         out["latency_ms"] = elapsed * 1000
         if self._query_log is not None:
@@ -810,6 +819,7 @@ class ServingEngine:
                 "batching": self._batcher.stats.to_dict() if self._batcher else None,
                 "jobs": running,
                 "fallbacks": dict(self._fallbacks),
+                "watch": self.watch_state(),
             }
         )
         return st
@@ -871,6 +881,86 @@ class ServingEngine:
             if deadline is not None and time.monotonic() > deadline:
                 return j
             time.sleep(0.02)
+
+    # -- watching -----------------------------------------------------------------------
+    def start_watching(
+        self,
+        *,
+        debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+        rescan_s: float = DEFAULT_RESCAN_S,
+        on_batch: Callable[[BatchReport], None] | None = None,
+    ) -> bool:
+        """Follow the work tree (:class:`ragloom.watch.Watcher`) in a background thread: each
+        batch of edits is applied as one incremental update with the loaded model, and queries
+        pick the new generation up. Only for a local folder index; False (with the reason in
+        :meth:`watch_state`) for a PostgreSQL repository or a closed engine. Idempotent."""
+        from ragloom.server.target import FolderTarget
+        from ragloom.watch import Watcher
+
+        with self._lock:
+            if self._closed:
+                return False
+            if self._watcher is not None:
+                return True
+            if not isinstance(self.target, FolderTarget):
+                self._watch_error = "only a local folder index is watched"
+                return False
+            writer = self.target.open_index(self._doc_embedder)
+            watcher = Watcher(
+                writer,
+                debounce_ms=debounce_ms,
+                rescan_s=rescan_s,
+                on_batch=on_batch,
+                on_message=lambda m: log.info("watch: %s", m),
+            )
+            self._watcher = watcher
+
+        def run() -> None:
+            try:
+                watcher.run()
+            except Exception as exc:  # a deleted root, a failing update: serving goes on
+                self._watch_error = f"{type(exc).__name__}: {exc}"
+                log.warning("stopped watching %s: %s", self.root, exc)
+            finally:
+                writer.close()
+
+        thread = threading.Thread(target=run, name="ragloom-watch", daemon=True)
+        self._watch_thread = thread
+        thread.start()
+        return True
+
+    def stop_watching(self, timeout: float | None = 30.0) -> None:
+        """Stop the watcher after the batch it is applying (nothing is left half-written)."""
+        watcher, thread = self._watcher, self._watch_thread
+        if watcher is not None:
+            watcher.stop()
+        if thread is not None:
+            thread.join(timeout)
+
+    def watch_state(self) -> dict[str, Any]:
+        """``watching``, ``ready`` (the update at start is done: edits from now on are followed),
+        ``pending`` (a change seen and not yet published), ``batches`` applied, the
+        ``generation`` the last one published, the last batch (as ``ragloom watch --json`` prints it) and ``error``."""
+        w = self._watcher
+        thread = self._watch_thread
+        alive = thread is not None and thread.is_alive()
+        return {
+            "watching": alive,
+            "pending": bool(w is not None and alive and w.pending),
+            "batches": w.batches if w is not None else 0,
+            "ready": bool(w is not None and w.last_report is not None),
+            "generation": w.last_generation if w is not None and w.last_report else None,
+            "last_batch": w.last_report.to_dict() if w and w.last_report else None,
+            "error": self._watch_error or None,
+        }
+
+    def _may_miss_a_change(self, generation: int) -> bool:
+        """Whether an answer read from ``generation`` may miss a change the watcher knew of:
+        one is seen and not yet published, or was published after that generation."""
+        w = self._watcher
+        if w is None:
+            return False
+        return w.pending or w.last_generation > generation
 
     # -- feedback -----------------------------------------------------------------------
     def _feedback(self) -> FeedbackBase:
@@ -999,6 +1089,7 @@ class ServingEngine:
                 return
             self._closed = True
             thread = self._job_thread
+        self.stop_watching()
         if thread is not None:
             thread.join()
         self._compute.shutdown(wait=True)  # queries in flight finish before the reader closes

@@ -181,6 +181,11 @@ class _Answer(BaseModel):
     generation: int = Field(
         description="Index generation the whole answer was read from (grows with every update)."
     )
+    pending_changes: bool = Field(
+        default=False,
+        description="True when the server's watcher had seen an edit of the work tree that "
+        "this answer's generation does not hold yet (it is being applied; ask again).",
+    )
     query: str = Field(description="The query as received.")
 
 

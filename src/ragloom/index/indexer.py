@@ -78,6 +78,21 @@ def _no_progress(stage: str, done: int, total: int) -> None:
     return None
 
 
+STAT_MARGIN_S = 2.0
+"""How far before the previous scan a file's modification time must lie for its size and time
+to vouch for its bytes: covers file systems whose timestamps tick coarsely (2 s on FAT)."""
+SCAN_STARTED_META = "scan_started_at"
+"""Meta key: when the last published update's scan began (seconds since the epoch)."""
+
+
+def _settled_before(store: Store) -> float | None:
+    raw = store.get_meta(SCAN_STARTED_META)
+    try:
+        return float(raw) - STAT_MARGIN_S if raw else None
+    except ValueError:
+        return None
+
+
 PATHS_SAMPLE = 20
 """How many changed paths :attr:`IndexStats.paths_changed` names at most."""
 
@@ -120,6 +135,9 @@ class IndexStats:
     """Commits the change history holds after this run (the ``commits`` source, ranking
     evidence: docs/ranking.md "Change history"); None when it was not synced (not a git work
     tree, ``history=False``, or the sync failed: the warning says why)."""
+    files_trusted: int = 0
+    """Of ``files_scanned``, files not read again: unchanged in size and modification time
+    since an update that read them after their last write (see :func:`scan_tree`)."""
     paths_changed: list[str] = field(default_factory=list)
     """Up to :data:`PATHS_SAMPLE` of the changed, new and removed files (sorted): what a
     watcher's line names."""
@@ -253,18 +271,25 @@ def scan_tree(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     progress: ProgressFn = _no_progress,
     verify: Collection[str] | None = None,
+    settled_before: float | None = None,
 ) -> tuple[list[tuple[SourceFile, str, list[Chunk]]], list[str]]:
     """Steps 1 and 2 of an update, shared by every storage backend: walk ``root``, hash each
     file, compare with ``known`` (the published files) and parse the changed ones into chunks.
     Returns (changed files with their digest and chunks, removed paths); fills the scan counts
     and the ``scan`` and ``parse`` timings of ``stats``.
 
-    ``verify`` None (``ragloom index``) reads and hashes every file. A collection (the
+    ``verify`` None (``ragloom index``): see ``settled_before``. A collection (the
     relative paths a file watcher saw events for) trusts a file outside it whose size and
     modification time are those of its row, and reads only the rest: the scan of a one-file
     edit costs a walk of the tree instead of reading all of it. A change the watcher was told
     of is always hashed, so a rewrite within one tick of the clock with the same size is not
-    missed; a change no event reported is found by its size or time (the rescan)."""
+    missed; a change no event reported is found by its size or time (the rescan).
+
+    ``settled_before`` (a time; :func:`update_index` passes the start of the previous scan
+    less :data:`STAT_MARGIN_S`) trusts a file whose size and modification time are those of
+    its row when that time is before it: the row was read after the file's last write, so a
+    file with the same time has the same bytes (git's racy-clean rule). A file written close
+    to the previous scan is read again. None reads every file."""
     from ragloom.ingest.chunker import chunk_file
 
     t0 = time.perf_counter()
@@ -274,11 +299,17 @@ def scan_tree(
     seen: set[str] = set()
     progress("scan", 0, len(walked.files))
     for i, sf in enumerate(walked.files):
-        if verify is not None and sf.rel not in verify:
-            row = known.get(sf.rel)
-            if row is not None and row.size == sf.size and row.mtime == sf.mtime:
-                seen.add(sf.rel)
-                continue
+        row = known.get(sf.rel)
+        if (
+            row is not None
+            and row.size == sf.size
+            and row.mtime == sf.mtime
+            and (verify is None or sf.rel not in verify)
+            and (verify is not None or (settled_before is not None and sf.mtime < settled_before))
+        ):
+            seen.add(sf.rel)
+            stats.files_trusted += 1
+            continue
         got = _read(sf, max_file_bytes)
         if isinstance(got, str):
             skipped[got] += 1
@@ -326,10 +357,13 @@ def update_index(
     on_bm25_ready: Callable[[], None] | None = None,
     cache: VectorCache | None = None,
     verify: Collection[str] | None = None,
+    trust_stat: bool = True,
 ) -> IndexStats:
     """Bring the index in ``index_dir`` up to date with ``root``. Caller holds the write lock.
     ``cache``: the vector cache embeddings are taken from and kept in (None: none).
-    ``verify``: as for :func:`scan_tree` (None: hash every file)."""
+    ``verify``: as for :func:`scan_tree` (None: hash every file). ``trust_stat``: a file
+    written before the previous update's scan began and unchanged in size and time since is
+    not read again (:func:`scan_tree`'s ``settled_before``); False reads every file."""
     from ragloom.ingest.chunker import detect_language
 
     t0 = time.perf_counter()
@@ -348,7 +382,9 @@ def update_index(
         max_file_bytes=max_file_bytes,
         progress=progress,
         verify=verify,
+        settled_before=_settled_before(store) if trust_stat else None,
     )
+    scan_started = time.time() - (time.perf_counter() - t0)
     t2 = time.perf_counter()
 
     # 3. one atomic store write: the pending generation, beside the published one
@@ -395,6 +431,7 @@ def update_index(
 
     # 5. publish; BM25 then drops the rows the new generation replaced
     stats.generation = store.publish()
+    store.set_meta(SCAN_STARTED_META, repr(scan_started))
     stats.chunks_total = store.chunk_count()
     stats.bm25_ready_seconds = time.perf_counter() - t0
     if on_bm25_ready is not None:

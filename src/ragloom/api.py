@@ -31,7 +31,7 @@ from ragloom.index.lock import WriteLock
 from ragloom.index.manifest import Manifest, read_manifest, write_manifest
 from ragloom.index.store import FileRow, Store
 from ragloom.index.tokenize import TOKENIZER_VERSION
-from ragloom.index.vectors import HnswVectors
+from ragloom.index.vectors import HnswVectors, live_vectors
 from ragloom.ingest.git import GitState, git_status, state_record
 from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES, is_binary, walk
@@ -404,7 +404,10 @@ class Index:
         # 100k vectors, on every `status` of a server); the graph only when the list does not
         # describe the file there
         labels = HnswVectors.stored_labels(vec_dir)
-        if labels is not None:
+        live = live_vectors(vec_dir, manifest.embedding_dim)
+        if live is not None:  # a watching server's index, ahead of its file
+            vectors = live.count()
+        elif labels is not None:
             vectors = len(labels)
         else:
             vectors = HnswVectors(vec_dir, manifest.embedding_dim).count()

@@ -75,6 +75,10 @@ QUICK_PATHS = 3
 DEFAULT_MAX_HOLD_MS = 2000
 """The longest a burst is held before it is applied anyway (a tree that never goes quiet)."""
 
+DEFAULT_IDLE_S = 3.0
+"""Quiet seconds after an applied batch before ``on_idle`` runs (a server saves its live
+vector index then: a stall of every thread, so not while edits keep coming)."""
+
 DEFAULT_RESCAN_S = 30.0
 """Quiet seconds between two checks of the whole tree for changes no event reported."""
 
@@ -220,6 +224,8 @@ class Watcher:
         on_batch: Callable[[BatchReport], None] | None = None,
         on_message: Callable[[str], None] | None = None,
         on_ready: Callable[[], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
+        idle_s: float = DEFAULT_IDLE_S,
         force_polling: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -242,6 +248,8 @@ class Watcher:
         self.on_batch = on_batch or (lambda _r: None)
         self.on_message = on_message or (lambda _m: None)
         self.on_ready = on_ready or (lambda: None)
+        self.on_idle = on_idle
+        self.idle_s = idle_s
         self.force_polling = force_polling
         self.clock = clock
         self.batches = 0
@@ -342,6 +350,7 @@ class Watcher:
             self._apply("start", 0, set())
             self.on_ready()
             last_activity = self.clock()
+            idle_due = self.on_idle is not None
             while not self._stop.is_set():
                 self._raise_feed_error()
                 self._check_root()
@@ -354,6 +363,15 @@ class Watcher:
                 if due:
                     self._apply("events", events, paths)
                     last_activity = self.clock()
+                    idle_due = self.on_idle is not None
+                elif (
+                    idle_due
+                    and not len(self.debouncer)
+                    and now - max(last_activity, seen) >= self.idle_s
+                ):
+                    idle_due = False
+                    if self.on_idle is not None:
+                        self.on_idle()
                 elif (
                     self.rescan_s > 0
                     and not len(self.debouncer)

@@ -78,6 +78,8 @@ def test_an_edit_reaches_answers_and_answers_say_pending(engine: ServingEngine) 
         "def original_helper(x):\n    return x + 1\n\ndef freshly_added_walrus():\n    pass\n"
     )
     wait_for(lambda: "freshly_added_walrus" in symbols(engine, "freshly_added_walrus"), "the edit")
+    # the batch is published before the watcher counts it: wait for the count too
+    wait_for(lambda: engine.watch_state()["batches"] >= 1, "the batch to be counted")
     state = engine.watch_state()
     assert state["watching"] and state["batches"] >= 1
     assert state["last_batch"]["paths"] == ["pkg/mod.py"]

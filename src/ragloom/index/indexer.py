@@ -43,7 +43,7 @@ from ragloom.embed.document import embedding_key
 from ragloom.errors import DbError
 from ragloom.index.bm25 import TantivyBm25, bm25_document
 from ragloom.index.store import FileRow, Store
-from ragloom.index.vectors import HnswVectors
+from ragloom.index.vectors import HnswVectors, is_live, live_vectors
 from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES, SourceFile, is_binary, walk
 from ragloom.types import Chunk
@@ -219,11 +219,30 @@ def sync_vectors(
         return 0
     progress("vectors", 0, len(add))
     vecs = store.vectors_for_rowids(model_id, add.tolist(), vectors.dim)
-    vectors.apply(add, vecs, remove.tolist())
-    # a store commit after every save: readers re-check the vector file when the store changed
-    store.set_meta("vectors_saved", str(int(store.get_meta("vectors_saved") or 0) + 1))
+    _apply_vectors(store, vectors, add, vecs, remove.tolist())
     progress("vectors", len(add), len(add))
     return len(add)
+
+
+def _open_vectors(spec: VectorsSpec) -> HnswVectors:
+    """The live index of the folder when this process shares one (a watching server: changed
+    in memory, saved later), else the file's."""
+    live = live_vectors(spec[0], spec[1])
+    if live is None:
+        return HnswVectors(*spec)
+    live.key = spec[2]
+    return live
+
+
+def _apply_vectors(
+    store: Store, vectors: HnswVectors, add: np.ndarray, vecs: np.ndarray, remove: list[int]
+) -> None:
+    if is_live(vectors):  # readers of this process search it as changed; the file comes later
+        vectors.apply(add, vecs, remove, persist=False)
+        return
+    vectors.apply(add, vecs, remove)
+    # a store commit after every save: readers re-check the vector file when the store changed
+    store.set_meta("vectors_saved", str(int(store.get_meta("vectors_saved") or 0) + 1))
 
 
 def add_known_vectors(
@@ -236,20 +255,21 @@ def add_known_vectors(
     full :func:`sync_vectors` runs after the publish), so the publish is not delayed by it."""
     directory, _, model_id = spec
     _, watermark = store.published()
-    held = HnswVectors.stored_labels(directory)
-    vectors = None
+    vectors = live_vectors(directory, spec[1])
+    if vectors is not None:
+        vectors.key = model_id
+    held = vectors.held_rowids() if vectors is not None else HnswVectors.stored_labels(directory)
     if held is None:  # the label list does not describe the file: ask the index itself
-        vectors = HnswVectors(*spec)
+        vectors = _open_vectors(spec)
         held = vectors.held_rowids()
     add = np.setdiff1d(store.pending_rowids(model_id), held)
     ghosts = np.setdiff1d(held[held > watermark], store.pending_rowids())
     if not len(add) and not len(ghosts):
         return vectors
-    vectors = vectors if vectors is not None else HnswVectors(*spec)
+    vectors = vectors if vectors is not None else _open_vectors(spec)
     progress("vectors", 0, len(add))
     vecs = store.vectors_for_rowids(model_id, add.tolist(), vectors.dim)
-    vectors.apply(add, vecs, ghosts.tolist())
-    store.set_meta("vectors_saved", str(int(store.get_meta("vectors_saved") or 0) + 1))
+    _apply_vectors(store, vectors, add, vecs, ghosts.tolist())
     progress("vectors", len(add), len(add))
     return vectors
 
@@ -442,7 +462,7 @@ def update_index(
 
     # 6. embeddings, 7. vectors, then the replaced rows leave the store
     if spec is not None and vectors is None:
-        vectors = HnswVectors(*spec)
+        vectors = _open_vectors(spec)
     if embedder is not None:
         assert vectors is not None
         stats.model = embedder.model_id

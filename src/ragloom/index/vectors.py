@@ -22,6 +22,7 @@ import io
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +33,16 @@ import numpy as np
 from ragloom.errors import DbError
 from ragloom.index.atomic import atomic_write_bytes, atomic_write_json, load_npy
 
-__all__ = ["HNSW_EF_CONSTRUCTION", "HNSW_M", "HnswVectors"]
+__all__ = [
+    "HNSW_EF_CONSTRUCTION",
+    "HNSW_M",
+    "HnswVectors",
+    "is_live",
+    "live_vectors",
+    "persist_live",
+    "share_live",
+    "unshare_live",
+]
 
 HNSW_M = 16
 """Graph degree: hnswlib's recommended default; recall@10 1.000 at 100k in DEPENDENCIES.md."""
@@ -88,6 +98,12 @@ class HnswVectors:
         self._ident: Ident | None = None
         self._verified = True
         """False when the label list could not be matched with the file (see _PAIR_ATTEMPTS)."""
+        self._lock = threading.RLock()
+        """Held by searches and by changes in memory: a shared (live) index is changed by the
+        writer thread while request threads search it (hnswlib's resize is not thread-safe)."""
+        self.dirty = False
+        """True when the index in memory holds changes the file does not (a live index applies
+        changes without saving; :func:`persist_live` saves them)."""
         self._load()
 
     def _load(self) -> None:
@@ -118,10 +134,18 @@ class HnswVectors:
             return
 
     def refreshed(self) -> HnswVectors:
-        """This index, or a fresh load when the file on disk was replaced since (one stat)."""
+        """This index, or a fresh load when the file on disk was replaced since (one stat).
+        A live index replaced so (another process's update wrote the file: it holds every
+        vector of the store) is replaced in the registry too, so readers and writer of this
+        process keep sharing one."""
         if _ident(self.directory / "vectors.hnsw") == self._ident:
             return self
-        return HnswVectors(self.directory, self.dim, self.key)
+        fresh = HnswVectors(self.directory, self.dim, self.key)
+        with _LIVE_LOCK:
+            d = self.directory.resolve()
+            if _LIVE.get(d) is self:
+                _LIVE[d] = fresh
+        return fresh
 
     def rowids(self) -> np.ndarray:
         """The labels the index holds (for a writer; see :meth:`held_rowids`)."""
@@ -137,6 +161,10 @@ class HnswVectors:
 
     def get(self, rowids: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored (unit-length, cosine space) vectors of the rowids the index holds."""
+        with self._lock:
+            return self._get(rowids)
+
+    def _get(self, rowids: Sequence[int]) -> dict[int, np.ndarray]:
         if self._index is None or not len(rowids):
             return {}
         if self._members is None:
@@ -197,8 +225,9 @@ class HnswVectors:
         k = min(k, n)
         while k > 0:
             try:
-                self._index.set_ef(max(HNSW_EF_SEARCH_MIN, 2 * k))
-                labels, distances = self._index.knn_query(vector.reshape(1, -1), k=k)
+                with self._lock:
+                    self._index.set_ef(max(HNSW_EF_SEARCH_MIN, 2 * k))
+                    labels, distances = self._index.knn_query(vector.reshape(1, -1), k=k)
             except RuntimeError:
                 # fewer live vectors than k (a label list out of step with the file) or a graph
                 # too sparse after many deletions: ask for fewer
@@ -209,8 +238,26 @@ class HnswVectors:
             ]
         return []
 
-    def apply(self, add_rowids: np.ndarray, add_vectors: np.ndarray, remove: Sequence[int]) -> None:
-        """Delete and add labels, then save atomically (index file, then the rowid list)."""
+    def apply(
+        self,
+        add_rowids: np.ndarray,
+        add_vectors: np.ndarray,
+        remove: Sequence[int],
+        *,
+        persist: bool = True,
+    ) -> None:
+        """Delete and add labels, then save atomically (index file, then the rowid list).
+        ``persist`` False changes the index in memory only (:attr:`dirty`): a live index shared
+        with the readers of this process, saved later by :meth:`save`."""
+        with self._lock:
+            self._apply_in_memory(add_rowids, add_vectors, remove)
+            self.dirty = True
+        if persist:
+            self.save()
+
+    def _apply_in_memory(
+        self, add_rowids: np.ndarray, add_vectors: np.ndarray, remove: Sequence[int]
+    ) -> None:
         hnswlib = self._hnswlib
         have = set(self.held_rowids().tolist())
         if self._index is None:
@@ -239,6 +286,18 @@ class HnswVectors:
             have.update(int(r) for r in add_rowids)
         self._rowids = np.array(sorted(have), dtype=np.int64)
         self._members = None
+
+    def save(self) -> None:
+        """Write the index in memory to its folder atomically (the file, then its label list).
+        Holds the GIL for the whole write (hnswlib does not release it): ~0.5 s at 100k."""
+        with self._lock:
+            if self._index is None:
+                return
+            self._save_locked()
+            self.dirty = False
+
+    def _save_locked(self) -> None:
+        index = self._index
         self.directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".vectors.", suffix=".tmp")
         os.close(fd)
@@ -262,3 +321,55 @@ class HnswVectors:
             self.directory / "state.json",
             {"dim": self.dim, "count": len(self._rowids), "key": self.key},
         )
+
+
+# -- live indexes: one in-memory index shared by a writer and the readers of one process -----
+
+_LIVE: dict[Path, HnswVectors] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def share_live(vectors: HnswVectors) -> None:
+    """Make ``vectors`` (a reader's loaded index) the live index of its folder in this process:
+    an update run here applies its changes to it in memory instead of loading the file,
+    rewriting it and making every reader load it again (each a stall of every thread: hnswlib
+    holds the GIL while it reads or writes the file). The file is brought up to date by
+    :func:`persist_live`; until then other processes read the previous file, which the next
+    update's set difference reconciles like a run killed after its publication."""
+    with _LIVE_LOCK:
+        _LIVE[vectors.directory.resolve()] = vectors
+
+
+def live_vectors(directory: Path, dim: int) -> HnswVectors | None:
+    """The live index of ``directory`` in this process, if one is shared (and of ``dim``),
+    brought in line with the file first (:meth:`HnswVectors.refreshed`)."""
+    with _LIVE_LOCK:
+        v = _LIVE.get(directory.resolve())
+    if v is None or v.dim != dim:
+        return None
+    return v.refreshed()
+
+
+def is_live(vectors: HnswVectors) -> bool:
+    """Whether ``vectors`` is the live index of its folder in this process."""
+    with _LIVE_LOCK:
+        return _LIVE.get(vectors.directory.resolve()) is vectors
+
+
+def unshare_live(directory: Path, *, persist: bool = True) -> None:
+    """Stop sharing the live index of ``directory`` (saving it first when ``persist``)."""
+    if persist:
+        persist_live(directory)
+    with _LIVE_LOCK:
+        _LIVE.pop(directory.resolve(), None)
+
+
+def persist_live(directory: Path) -> bool:
+    """Save the live index of ``directory`` when it holds unsaved changes; True if it saved.
+    The caller holds the index's write lock (no other writer replaces the file meanwhile)."""
+    with _LIVE_LOCK:
+        v = _LIVE.get(directory.resolve())
+    if v is None or not v.dirty:
+        return False
+    v.save()
+    return True

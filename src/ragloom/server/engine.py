@@ -45,11 +45,14 @@ from ragloom.errors import (
     ConfigError,
     DbError,
     IncompatibleIndexError,
+    IndexLockedError,
     InputError,
     RagError,
     SearchError,
     TimeoutError_,
 )
+from ragloom.index.lock import WriteLock
+from ragloom.index.vectors import HnswVectors, persist_live, share_live, unshare_live
 from ragloom.paths import existing_dir
 from ragloom.retrieve.reader import DB_NAME
 from ragloom.retrieve.search import (
@@ -906,12 +909,18 @@ class ServingEngine:
                 self._watch_error = "only a local folder index is watched"
                 return False
             writer = self.target.open_index(self._doc_embedder)
+            vectors = self._reader.retriever.vectors
+            if isinstance(vectors, HnswVectors):
+                # the watcher's updates change the readers' vector index in memory (no file
+                # round trip per edit); it is saved when the tree has been quiet a while
+                share_live(vectors)
             watcher = Watcher(
                 writer,
                 debounce_ms=debounce_ms,
                 rescan_s=rescan_s,
                 on_batch=on_batch,
                 on_message=lambda m: log.info("watch: %s", m),
+                on_idle=self._persist_vectors,
             )
             self._watcher = watcher
 
@@ -930,12 +939,27 @@ class ServingEngine:
         return True
 
     def stop_watching(self, timeout: float | None = 30.0) -> None:
-        """Stop the watcher after the batch it is applying (nothing is left half-written)."""
+        """Stop the watcher after the batch it is applying (nothing is left half-written) and
+        save the vectors it changed in memory."""
         watcher, thread = self._watcher, self._watch_thread
         if watcher is not None:
             watcher.stop()
         if thread is not None:
             thread.join(timeout)
+        if watcher is not None:
+            self._persist_vectors()
+            unshare_live(self.index_dir / "vectors", persist=False)
+
+    def _persist_vectors(self) -> None:
+        """Save the live vector index when it is ahead of its file, under the write lock (when
+        another process holds it, its update writes a complete file itself)."""
+        try:
+            with WriteLock(self.index_dir):
+                persist_live(self.index_dir / "vectors")
+        except IndexLockedError:
+            log.info("vector index not saved now: another update holds the lock")
+        except (OSError, DbError) as exc:
+            log.warning("could not save the vector index: %s", exc)
 
     def watch_state(self) -> dict[str, Any]:
         """``watching``, ``ready`` (the update at start is done: edits from now on are followed),

@@ -581,8 +581,14 @@ class Store:
     # -- chunks (writer) ----------------------------------------------------------------
     def wanted_rowids(self) -> np.ndarray:
         """Rowids BM25 and HNSW must hold: the published generation's and the pending one's."""
-        rows = self._db.execute(f"SELECT rowid FROM chunks WHERE {_WANTED}").fetchall()
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        # one string instead of a Python tuple per row: 45 ms instead of 75-140 ms at 100k rows
+        # (every update runs this twice, before and after its publication)
+        (joined,) = self._db.execute(
+            f"SELECT group_concat(rowid) FROM chunks WHERE {_WANTED}"
+        ).fetchone()
+        if not joined:
+            return np.zeros(0, dtype=np.int64)
+        return np.array(joined.split(","), dtype=np.int64)
 
     def pending_rowids(self, model_id: str | None = None) -> np.ndarray:
         """Rowids of the pending generation's new rows (above the watermark); with

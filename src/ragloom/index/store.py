@@ -554,6 +554,38 @@ class Store:
         rows = self._db.execute(f"SELECT rowid FROM chunks WHERE {_VISIBLE}").fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
+    def visible_rowids(self) -> np.ndarray:
+        """Rowids of the published generation, as :meth:`all_rowids`, read as one string
+        (45 ms instead of 75-140 ms at 100k rows)."""
+        (joined,) = self._db.execute(
+            f"SELECT group_concat(rowid) FROM chunks WHERE {_VISIBLE}"
+        ).fetchone()
+        if not joined:
+            return np.zeros(0, dtype=np.int64)
+        return np.array(joined.split(","), dtype=np.int64)
+
+    def symbol_rows(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """rowid -> (symbol, path, id) of these rows (any generation; absent rows left out)."""
+        out: dict[int, tuple[str, str, str]] = {}
+        ids = [int(r) for r in rowids]
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for r in self._db.execute(
+                f"SELECT rowid, symbol, path, id FROM chunks WHERE rowid IN ({marks})", part
+            ):
+                out[int(r[0])] = (str(r[1]), str(r[2]), str(r[3]))
+        return out
+
+    def symbol_table_rows(self) -> dict[int, tuple[str, str, str]]:
+        """rowid -> (symbol, path, id) for every chunk of the published generation."""
+        return {
+            int(r[0]): (str(r[1]), str(r[2]), str(r[3]))
+            for r in self._db.execute(
+                f"SELECT rowid, symbol, path, id FROM chunks WHERE {_VISIBLE}"
+            )
+        }
+
     def symbol_table(self) -> list[tuple[str, str, str]]:
         """(symbol, path, id) for every chunk of the published generation: input for query
         entity extraction."""

@@ -33,6 +33,7 @@ from opentelemetry import context as otel_context
 from ragloom.embed.document import embedding_key
 from ragloom.errors import ConfigError
 from ragloom.index.backend import ReadStore, SparseIndex, VectorIndex
+from ragloom.index.store import Store
 from ragloom.ingest.chunker import is_part
 from ragloom.retrieve.config import (
     Dense,
@@ -163,6 +164,9 @@ class Retriever:
         self._embedder_factory = embedder
         self._embedder: Embedder | None = None
         self._symbols: tuple[int, InMemorySymbolTable] | None = None
+        self._symbol_rows: tuple[np.ndarray, dict[int, tuple[str, str, str]]] | None = None
+        """(sorted rowids, rowid -> row) the current symbol table was made of, when the store
+        can say which rows a generation added and dropped (the next one is derived)."""
         self._count: tuple[int, int] | None = None
         self._evidence = EvidenceCache()
         """Per-generation facts the ranking stages read (roles, declarations, history tables)."""
@@ -200,14 +204,39 @@ class Retriever:
         with self._symbols_lock:
             cached = self._symbols  # another thread may have rebuilt it while this one waited
             if cached is None or cached[0] != gen:
-                # A split symbol is one definition: it is listed once, as its first part (the
-                # one with the definition line), so 64 parts neither make its name look
-                # ambiguous (which halves an entity's confidence) nor all get fetched and
-                # boosted.
-                rows = (r for r in self.store.symbol_table() if not is_part(r[2]))
-                cached = (gen, InMemorySymbolTable(rows))
+                cached = (gen, self._next_symbol_table(cached[1] if cached else None))
                 self._symbols = cached
             return cached[1]
+
+    def _next_symbol_table(self, previous: InMemorySymbolTable | None) -> InMemorySymbolTable:
+        """The published generation's symbol table. A split symbol is one definition: it is
+        listed once, as its first part (the one with the definition line), so 64 parts neither
+        make its name look ambiguous (which halves an entity's confidence) nor all get fetched
+        and boosted. With the SQLite store the table is derived from the previous one by the
+        rows the generations differ in (a one-file edit at 100k chunks: ~60 ms instead of
+        ~1 s of rebuilding); a change of more than a tenth of the rows rebuilds it."""
+        store = self.store
+        if not isinstance(store, Store):
+            return InMemorySymbolTable(r for r in store.symbol_table() if not is_part(r[2]))
+        now = np.sort(store.visible_rowids())
+        last = self._symbol_rows
+        if previous is not None and last is not None:
+            before, rows = last
+            gone = np.setdiff1d(before, now, assume_unique=True)
+            new = np.setdiff1d(now, before, assume_unique=True)
+            if len(gone) + len(new) <= max(1000, len(now) // 10):
+                fresh = store.symbol_rows(new.tolist())
+                if len(fresh) == len(new):  # else rows went while reading: rebuild
+                    removed = [rows.pop(int(r)) for r in gone if int(r) in rows]
+                    rows.update(fresh)
+                    self._symbol_rows = (now, rows)
+                    return previous.derived(
+                        (r for r in removed if not is_part(r[2])),
+                        (r for r in fresh.values() if not is_part(r[2])),
+                    )
+        all_rows = store.symbol_table_rows()
+        self._symbol_rows = (np.array(sorted(all_rows), dtype=np.int64), all_rows)
+        return InMemorySymbolTable(r for r in all_rows.values() if not is_part(r[2]))
 
     def chunk_count(self) -> int:
         """The store's chunk count, cached per index generation (a count(*) costs ~1 ms at 100k

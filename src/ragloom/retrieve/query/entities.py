@@ -81,26 +81,82 @@ class InMemorySymbolTable:
     ``decoder.py``. Lookups are case-sensitive (identifiers are).
     """
 
-    __slots__ = ("_by_name", "_paths")
+    __slots__ = ("_by_name", "_paths", "_shared")
 
     def __init__(self, rows: Iterable[tuple[str, str, str]] = ()) -> None:
         self._by_name: dict[str, list[str]] = {}
-        self._paths: set[str] = set()
+        self._paths: dict[str, int] = {}
+        """Path suffix -> how many indexed rows have it (a suffix stays while any does)."""
+        self._shared: set[str] = set()
+        """Names whose id list is shared with the table this one was derived from: copied
+        before a change (copy on write)."""
         for symbol, path, chunk_id in rows:
             self.add(symbol, path, chunk_id)
+
+    @staticmethod
+    def _names(symbol: str) -> list[str]:
+        parts = symbol.split(".")
+        return sorted({symbol} | {".".join(parts[i:]) for i in range(1, len(parts))})
+
+    @staticmethod
+    def _suffixes(path: str) -> list[str]:
+        segs = norm_path(path).split("/")
+        return ["/".join(segs[i:]) for i in range(len(segs))]
+
+    def _ids(self, name: str) -> list[str]:
+        ids = self._by_name.get(name)
+        if ids is None:
+            ids = self._by_name[name] = []
+        elif name in self._shared:
+            ids = self._by_name[name] = list(ids)
+            self._shared.discard(name)
+        return ids
 
     def add(self, symbol: str, path: str, chunk_id: str) -> None:
         """Index one chunk."""
         if symbol:
-            parts = symbol.split(".")
-            names = {symbol} | {".".join(parts[i:]) for i in range(1, len(parts))}
-            for name in sorted(names):
-                ids = self._by_name.setdefault(name, [])
+            for name in self._names(symbol):
+                ids = self._ids(name)
                 if chunk_id not in ids:
                     ids.append(chunk_id)
         if path:
-            segs = norm_path(path).split("/")
-            self._paths.update("/".join(segs[i:]) for i in range(len(segs)))
+            for suffix in self._suffixes(path):
+                self._paths[suffix] = self._paths.get(suffix, 0) + 1
+
+    def remove(self, symbol: str, path: str, chunk_id: str) -> None:
+        """Forget one chunk added with these values (the inverse of :meth:`add`)."""
+        if symbol:
+            for name in self._names(symbol):
+                if chunk_id in self._by_name.get(name, ()):
+                    ids = self._ids(name)
+                    ids.remove(chunk_id)
+                    if not ids:
+                        del self._by_name[name]
+        if path:
+            for suffix in self._suffixes(path):
+                n = self._paths.get(suffix, 0) - 1
+                if n > 0:
+                    self._paths[suffix] = n
+                else:
+                    self._paths.pop(suffix, None)
+
+    def derived(
+        self,
+        removed: Iterable[tuple[str, str, str]],
+        added: Iterable[tuple[str, str, str]],
+    ) -> InMemorySymbolTable:
+        """A new table: this one less ``removed`` plus ``added`` rows. This one is not changed
+        (readers of its generation may still use it); the id lists are shared until changed,
+        so a one-file update costs its rows, not the table's size."""
+        new = InMemorySymbolTable()
+        new._by_name = dict(self._by_name)
+        new._paths = dict(self._paths)
+        new._shared = set(self._by_name)
+        for row in removed:
+            new.remove(*row)
+        for row in added:
+            new.add(*row)
+        return new
 
     def lookup(self, name: str) -> list[str]:
         """Chunk ids for ``name`` (a copy, in insertion order)."""

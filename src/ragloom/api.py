@@ -194,6 +194,7 @@ class Index:
         progress: ProgressFn | None = None,
         history: bool = True,
         verify: Collection[str] | None = None,
+        recent_only: bool = False,
     ) -> IndexStats:
         """Build the index or bring it up to date (only changed files are re-parsed).
 
@@ -201,7 +202,8 @@ class Index:
         synced too (incrementally): the ``history`` ranking step reads it. ``verify`` (paths
         relative to the root that a file watcher saw change) reads only those files and the
         ones whose size or modification time differ from the index, instead of every file
-        (:func:`~ragloom.index.indexer.scan_tree`)."""
+        (:func:`~ragloom.index.indexer.scan_tree`); ``recent_only`` embeds and adds vectors
+        for this update's new rows only (a watcher's batch; :func:`update_index`)."""
         if not self.root.is_dir():
             raise InputError(f"not a directory: {self.root}")
         try:
@@ -269,6 +271,7 @@ class Index:
                         model_changed=model_changed,
                         cache=cache,
                         verify=verify,
+                        recent_only=recent_only,
                     )
                 finally:
                     if cache is not None:
@@ -570,10 +573,12 @@ class PostgresIndex(Index):
         progress: ProgressFn | None = None,
         history: bool = True,
         verify: Collection[str] | None = None,
+        recent_only: bool = False,
     ) -> IndexStats:
         """Build or update the repository in the database (one transaction per generation;
         ``rebuild`` re-parses every file and replaces every chunk in that one transaction).
-        ``history`` is accepted for the same signature: the change history is not kept in
+        ``history`` and ``recent_only`` are accepted for the same signature (embeddings are
+        looked for store-wide here): the change history is not kept in
         PostgreSQL yet (docs/postgres.md), so its ranking step has nothing to use there."""
         from ragloom._version import __version__
         from ragloom.index.backend_index import index_into

@@ -447,7 +447,12 @@ class Watcher:
             self._check_root()
             try:
                 stats = self.index.index(
-                    history=self.history, max_file_bytes=self.max_file_bytes, verify=verify
+                    history=self.history,
+                    max_file_bytes=self.max_file_bytes,
+                    verify=verify,
+                    # an event batch scopes the embedding checks to its rows; the update at
+                    # start and the rescans check the whole store
+                    recent_only=trigger == "events",
                 )
             except IndexLockedError as exc:
                 if not told:

@@ -81,3 +81,31 @@ def test_a_file_written_elsewhere_replaces_the_live_index(tmp_path: Path) -> Non
             assert fresh.count() == reader.count() + 1
         finally:
             unshare_live(vec_dir, persist=False)
+
+
+def test_recent_only_updates_leave_nothing_for_a_full_check(tmp_path: Path) -> None:
+    from ragloom.embed.document import embedding_key
+    from ragloom.index.indexer import sync_vectors
+    from ragloom.index.store import Store
+
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "a.py").write_text("def alpha():\n    return 1\n\ndef keep():\n    return 0\n")
+    (root / "b.py").write_text("def beta():\n    return 2\n")
+    with ragloom.Index(root, root / ".ragloom", embedder=EMB) as idx:
+        idx.index(history=False)
+        (root / "a.py").write_text("def alpha_two():\n    return 1\n\ndef keep():\n    return 0\n")
+        (root / "c.py").write_text("def gamma():\n    return 3\n")
+        idx.index(history=False, verify={"a.py", "c.py"}, recent_only=True)
+        (root / "b.py").unlink()
+        st = idx.index(history=False, verify={"b.py"}, recent_only=True)
+        assert st.embeddings_pending == 0
+    vec_dir = root / ".ragloom" / "vectors"
+    store = Store(root / ".ragloom" / "index.sqlite")
+    try:
+        vectors = HnswVectors(vec_dir, EMB.dim)
+        assert set(vectors.held_rowids().tolist()) == set(store.all_rowids().tolist())
+        assert sync_vectors(store, vectors, embedding_key(EMB.model_id)) == 0
+        assert not store.missing_embeddings(embedding_key(EMB.model_id))
+    finally:
+        store.close()

@@ -224,6 +224,22 @@ def sync_vectors(
     return len(add)
 
 
+def sync_recent_vectors(store: Store, vectors: HnswVectors, model_id: str, since: int) -> int:
+    """:func:`sync_vectors` for one update when the index held every wanted vector before it:
+    add the embedded new rows (rowid above ``since``), drop the rows this update hid. Reads
+    the update's rows only. Returns vectors added."""
+    gone = np.array(store.hidden_rowids(store.generation()), dtype=np.int64)
+    new = store.embedded_rowids(model_id, above=since)
+    have = vectors.held_rowids()
+    add = np.setdiff1d(np.setdiff1d(new, gone), have)
+    remove = np.intersect1d(have, gone)
+    if not len(add) and not len(remove):
+        return 0
+    vecs = store.vectors_for_rowids(model_id, add.tolist(), vectors.dim)
+    _apply_vectors(store, vectors, add, vecs, remove.tolist())
+    return len(add)
+
+
 def _open_vectors(spec: VectorsSpec) -> HnswVectors:
     """The live index of the folder when this process shares one (a watching server: changed
     in memory, saved later), else the file's."""
@@ -378,12 +394,17 @@ def update_index(
     cache: VectorCache | None = None,
     verify: Collection[str] | None = None,
     trust_stat: bool = True,
+    recent_only: bool = False,
 ) -> IndexStats:
     """Bring the index in ``index_dir`` up to date with ``root``. Caller holds the write lock.
     ``cache``: the vector cache embeddings are taken from and kept in (None: none).
     ``verify``: as for :func:`scan_tree` (None: hash every file). ``trust_stat``: a file
     written before the previous update's scan began and unchanged in size and time since is
-    not read again (:func:`scan_tree`'s ``settled_before``); False reads every file."""
+    not read again (:func:`scan_tree`'s ``settled_before``); False reads every file.
+    ``recent_only`` (a watcher's batch): embeddings are looked for, and vectors added, for this
+    update's new rows only, instead of two anti-joins over the whole store (430 and 300 ms at
+    100k chunks); rows an earlier run left without a vector wait for the next full update (the
+    watcher's start and its rescans)."""
     from ragloom.ingest.chunker import detect_language
 
     t0 = time.perf_counter()
@@ -393,6 +414,8 @@ def update_index(
     _remove_stale_temporaries(index_dir)
     if rolled_back := store.rollback_pending():
         log.info("rolled back an unpublished update", extra={"rows": rolled_back})
+    # rows above it are this update's (for ``recent_only``)
+    _, since = store.published()
     # 1. walk and hash, 2. parse
     parsed, removed = scan_tree(
         root,
@@ -468,13 +491,16 @@ def update_index(
         stats.model = embedder.model_id
         try:
             stats.chunks_embedded, stats.embeddings_cached = embed_missing(
-                store, embedder, progress, cache
+                store, embedder, progress, cache, above=since if recent_only else None
             )
             stats.embeddings_computed = stats.chunks_embedded - stats.embeddings_cached
         finally:
             t6 = time.perf_counter()
             stats.timings["embed"] = t6 - t5
-            sync_vectors(store, vectors, key, progress)
+            if recent_only:
+                sync_recent_vectors(store, vectors, key, since)
+            else:
+                sync_vectors(store, vectors, key, progress)
             stats.timings["vectors"] = time.perf_counter() - t6
         stats.embeddings_pending = stats.chunks_total - vectors.count()
     elif vectors is not None:  # not embedding now: the vectors still drop replaced rows
@@ -519,13 +545,15 @@ def embed_missing(
     embedder: Embedder,
     progress: ProgressFn = _no_progress,
     cache: VectorCache | None = None,
+    *,
+    above: int | None = None,
 ) -> tuple[int, int]:
     """Embed every chunk text that has no embedding for this model; resumable. Texts the
     ``cache`` holds (:mod:`ragloom.embed.cache`: embedded before, by any index) are taken from
     it, and every vector computed goes into it. Returns (vectors written, of which from the
-    cache)."""
+    cache). ``above``: only rows with a larger rowid (one update's new rows)."""
     key = embedding_key(embedder.model_id)
-    missing = store.missing_embeddings(key)
+    missing = store.missing_embeddings(key, above=above)
     if not missing:
         return 0, 0
     total = len(missing)

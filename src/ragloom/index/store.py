@@ -773,19 +773,25 @@ class Store:
             )
 
     # -- embeddings ---------------------------------------------------------------------
-    def missing_embeddings(self, model_id: str) -> list[tuple[str, str]]:
+    def missing_embeddings(
+        self, model_id: str, *, above: int | None = None
+    ) -> list[tuple[str, str]]:
         """(node_hash, embedding text) of live chunks with no embedding for ``model_id``, one
         per hash; the text is :func:`ragloom.embed.document.embedding_text` of the chunk with
-        the smallest rowid among those sharing the hash (deterministic)."""
+        the smallest rowid among those sharing the hash (deterministic). ``above``: only
+        hashes of rows with a larger rowid (one update's new rows: a rowid range, not the
+        whole table)."""
         from ragloom.embed.document import embedding_text
 
         # the anti-join runs on the node-hash index alone (a row is read only for a missing hash)
+        scope = "" if above is None else " AND h.rowid > ?"
+        args: tuple[object, ...] = (model_id,) if above is None else (model_id, above)
         rows = self._db.execute(
             "SELECT c.node_hash, min(c.rowid), c.path, c.kind, c.symbol, c.text "
             "FROM chunks c INDEXED BY chunks_node_hash WHERE c.node_hash IN (SELECT h.node_hash FROM chunks h LEFT JOIN embeddings e "
-            "ON e.model_id=? AND e.node_hash=h.node_hash WHERE e.node_hash IS NULL) "
+            f"ON e.model_id=? AND e.node_hash=h.node_hash WHERE e.node_hash IS NULL{scope}) "
             "AND c.gen_removed IS NULL GROUP BY c.node_hash",
-            (model_id,),
+            args,
         ).fetchall()
         return [
             (str(r[0]), embedding_text(str(r[2]), str(r[3]), str(r[4]), str(r[5]))) for r in rows
@@ -798,15 +804,23 @@ class Store:
                 [(model_id, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
             )
 
-    def embedded_rowids(self, model_id: str) -> np.ndarray:
+    def embedded_rowids(self, model_id: str, *, above: int | None = None) -> np.ndarray:
         """Rowids BM25/HNSW must hold (:meth:`wanted_rowids`) that have an embedding for
-        ``model_id``."""
+        ``model_id``; ``above``: only rowids larger than it (a rowid range read first)."""
         # the join reads the node-hash index only; the few collected-to-be rows are subtracted
-        rows = self._db.execute(
-            "SELECT c.rowid FROM chunks c JOIN embeddings e "
-            "ON e.model_id=? AND e.node_hash=c.node_hash",
-            (model_id,),
-        ).fetchall()
+        if above is None:
+            rows = self._db.execute(
+                "SELECT c.rowid FROM chunks c JOIN embeddings e "
+                "ON e.model_id=? AND e.node_hash=c.node_hash",
+                (model_id,),
+            ).fetchall()
+        else:
+            rows = self._db.execute(
+                # CROSS JOIN keeps the rowid range outermost (else all embeddings are read)
+                "SELECT c.rowid FROM chunks c CROSS JOIN embeddings e ON e.model_id = ? "
+                "AND e.node_hash = c.node_hash WHERE c.rowid > ?",
+                (model_id, above),
+            ).fetchall()
         embedded = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         gone = np.array(self.hidden_rowids(self.generation()), dtype=np.int64)
         return np.setdiff1d(embedded, gone) if len(gone) else embedded

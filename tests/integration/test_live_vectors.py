@@ -106,6 +106,12 @@ def test_recent_only_updates_leave_nothing_for_a_full_check(tmp_path: Path) -> N
         vectors = HnswVectors(vec_dir, EMB.dim)
         assert set(vectors.held_rowids().tolist()) == set(store.all_rowids().tolist())
         assert sync_vectors(store, vectors, embedding_key(EMB.model_id)) == 0
+        from ragloom.index.bm25 import TantivyBm25
+
+        bm25 = TantivyBm25(root / ".ragloom" / "bm25")
+        assert set(bm25.held_rowids().tolist()) == set(store.wanted_rowids().tolist())
+        hits = {str(h) for h in bm25.search("alpha_two", 5)}
+        assert hits, "the scoped BM25 delta holds the new row"
         assert not store.missing_embeddings(embedding_key(EMB.model_id))
     finally:
         store.close()

@@ -146,13 +146,23 @@ class IndexStats:
         return asdict(self)
 
 
-def sync_bm25(store: Store, bm25: TantivyBm25, progress: ProgressFn = _no_progress) -> int:
+def sync_bm25(
+    store: Store, bm25: TantivyBm25, progress: ProgressFn = _no_progress, *, recent: bool = False
+) -> int:
     """Make the BM25 engine hold exactly the rows of the published and the pending generation
-    (:meth:`Store.wanted_rowids`); returns documents added."""
-    want = store.wanted_rowids()
+    (:meth:`Store.wanted_rowids`); returns documents added. ``recent`` (a watcher's batch, the
+    engine in step before it): add the pending generation's new rows and drop the rows the
+    published one hid, without listing the whole store (2 x 45 ms at 100k chunks)."""
     have = bm25.held_rowids()
-    add = np.setdiff1d(want, have, assume_unique=True)
-    remove = np.setdiff1d(have, want, assume_unique=True)
+    if recent:  # np.isin, not setdiff1d: no sort of the whole engine's rowids
+        pending = store.pending_rowids()
+        add = pending[~np.isin(pending, have)]
+        gone = np.array(store.hidden_rowids(store.generation()), dtype=np.int64)
+        remove = gone[np.isin(gone, have)]
+    else:
+        want = store.wanted_rowids()
+        add = np.setdiff1d(want, have, assume_unique=True)
+        remove = np.setdiff1d(have, want, assume_unique=True)
     if not len(add) and not len(remove):
         return 0
     total = len(add)
@@ -173,13 +183,13 @@ def sync_bm25(store: Store, bm25: TantivyBm25, progress: ProgressFn = _no_progre
 
 
 def _sync_bm25_or_rebuild(
-    store: Store, bm25: TantivyBm25, progress: ProgressFn = _no_progress
+    store: Store, bm25: TantivyBm25, progress: ProgressFn = _no_progress, *, recent: bool = False
 ) -> TantivyBm25:
     """:func:`sync_bm25`; when the engine cannot be written (damaged in a way its own recovery
     does not handle), it is rebuilt from the store, the source of truth, instead of failing the
     update. Returns the engine in use."""
     try:
-        sync_bm25(store, bm25, progress)
+        sync_bm25(store, bm25, progress, recent=recent)
         return bm25
     except DbError as exc:
         log.warning(
@@ -231,8 +241,9 @@ def sync_recent_vectors(store: Store, vectors: HnswVectors, model_id: str, since
     gone = np.array(store.hidden_rowids(store.generation()), dtype=np.int64)
     new = store.embedded_rowids(model_id, above=since)
     have = vectors.held_rowids()
-    add = np.setdiff1d(np.setdiff1d(new, gone), have)
-    remove = np.intersect1d(have, gone)
+    new = np.unique(new[~np.isin(new, gone)])
+    add = new[~np.isin(new, have)]
+    remove = gone[np.isin(gone, have)]
     if not len(add) and not len(remove):
         return 0
     vecs = store.vectors_for_rowids(model_id, add.tolist(), vectors.dim)
@@ -463,7 +474,7 @@ def update_index(
     except Exception:  # an unreadable engine folder is rebuilt from the store
         log.warning("bm25 index unreadable, rebuilding", extra={"path": str(bm25_dir)})
         bm25 = TantivyBm25.reset(bm25_dir)
-    bm25 = _sync_bm25_or_rebuild(store, bm25, progress)
+    bm25 = _sync_bm25_or_rebuild(store, bm25, progress, recent=recent_only)
     spec = _vectors_spec(index_dir, embedder)
     vectors: HnswVectors | None = None
     key = spec[2] if spec is not None else ""
@@ -479,7 +490,7 @@ def update_index(
     stats.bm25_ready_seconds = time.perf_counter() - t0
     if on_bm25_ready is not None:
         on_bm25_ready()
-    _sync_bm25_or_rebuild(store, bm25, progress)
+    _sync_bm25_or_rebuild(store, bm25, progress, recent=recent_only)
     t5 = time.perf_counter()
     stats.timings["publish"] = t5 - t4
 

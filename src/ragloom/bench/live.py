@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 
-from ragloom.bench.serving import _commit, running_server
+from ragloom.bench.serving import _commit, running_server, write_section
 from ragloom.errors import InputError
 
 __all__ = ["main", "run_live_bench"]
@@ -290,17 +290,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(results, indent=2), encoding="utf-8")
     if args.out:
-        write_section(args.out, text)
+        write_section(args.out, text, "## Live index (issue 23)", begin=BEGIN, end=END)
     return 0
-
-
-def write_section(out: Path, section: str, heading: str = "## Live index (issue 23)") -> None:
-    """Replace the section between this benchmark's markers in ``out`` (or append it)."""
-    text = out.read_text(encoding="utf-8") if out.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + f"\n\n{heading}\n\n" + section + "\n"
-    out.write_text(text, encoding="utf-8")

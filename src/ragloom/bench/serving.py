@@ -629,11 +629,20 @@ def render_markdown(r: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-def write_section(out: Path, section: str, heading: str = "## Serving benchmark") -> None:
+def write_section(
+    out: Path,
+    section: str,
+    heading: str = "## Serving benchmark",
+    *,
+    begin: str = BEGIN,
+    end: str = END,
+) -> None:
+    """Replace the part of ``out`` between the ``begin`` and ``end`` markers with ``section``
+    (which carries the markers itself), or append it under ``heading``."""
     text = out.read_text(encoding="utf-8") if out.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
         text = head + section + tail
     else:
         text = text.rstrip("\n") + f"\n\n{heading}\n\n" + section + "\n"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -25,6 +26,15 @@ def _open() -> VectorCache:
     return cache
 
 
+def _run(op: Callable[[VectorCache], int]) -> tuple[int, dict[str, object]]:
+    """``op`` on the opened cache (what it removed) and the statistics after it."""
+    cache = _open()
+    try:
+        return op(cache), cache.stats()
+    finally:
+        cache.close()
+
+
 @click.group("cache")
 def cache_group() -> None:
     """The vector cache: document vectors kept by text, shared by every index and work tree."""
@@ -35,11 +45,7 @@ def cache_group() -> None:
 @handle_errors
 def cache_stats_cmd(as_json: bool) -> None:
     """Where the cache is, how many vectors it holds, and its bound."""
-    cache = _open()
-    try:
-        st = cache.stats()
-    finally:
-        cache.close()
+    _, st = _run(lambda _cache: 0)
     if as_json:
         echo_json(st)
         return
@@ -59,12 +65,7 @@ def cache_stats_cmd(as_json: bool) -> None:
 @handle_errors
 def cache_prune_cmd(max_mb: float | None, as_json: bool) -> None:
     """Cut the cache to its bound (or --max-mb), least recently used vectors first."""
-    cache = _open()
-    try:
-        removed = cache.prune(None if max_mb is None else int(max_mb * 2**20))
-        st = cache.stats()
-    finally:
-        cache.close()
+    removed, st = _run(lambda c: c.prune(None if max_mb is None else int(max_mb * 2**20)))
     if as_json:
         echo_json({"removed": removed, **st})
         return
@@ -76,12 +77,7 @@ def cache_prune_cmd(max_mb: float | None, as_json: bool) -> None:
 @handle_errors
 def cache_clear_cmd(as_json: bool) -> None:
     """Empty the cache (indexes keep their own vectors; only re-embedding gets slower)."""
-    cache = _open()
-    try:
-        removed = cache.clear()
-        st = cache.stats()
-    finally:
-        cache.close()
+    removed, st = _run(lambda c: c.clear())
     if as_json:
         echo_json({"removed": removed, **st})
         return

@@ -156,3 +156,18 @@ def test_a_postgres_like_target_is_not_watched_and_no_watch_setting(engine: Serv
     assert s.server.watch is True  # on by default for a folder index
     engine.close()
     assert engine.start_watching() is False  # a closed engine starts nothing
+
+
+def test_after_a_rebuild_the_new_reader_shares_its_vectors(engine: ServingEngine) -> None:
+    from ragloom.index.vectors import live_vectors
+
+    assert engine.start_watching(debounce_ms=100)
+    wait_for(lambda: engine.watch_state()["ready"], "the update at start")
+    vec_dir = engine.index_dir / "vectors"
+    assert live_vectors(vec_dir, EMB.dim) is engine._reader.retriever.vectors
+    engine.stop_watching()  # a rebuild from another handle needs the write lock
+    with ragloom.Index(engine.root, engine.index_dir, embedder=EMB) as idx:
+        idx.index(rebuild=True, history=False)
+    # the watcher was stopped, not forgotten: a new reader still takes over the sharing
+    wait_for(lambda: engine.status()["epoch"] >= 2, "a new reader epoch for the rebuilt file")
+    assert live_vectors(vec_dir, EMB.dim) is engine._reader.retriever.vectors

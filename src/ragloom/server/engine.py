@@ -363,6 +363,10 @@ class ServingEngine:
                     if reader.refs == 0:
                         reader.close()
                     reader = fresh
+                    if self._watcher is not None and isinstance(
+                        fresh.retriever.vectors, HnswVectors
+                    ):  # the watcher's updates go to the new reader's vectors from now on
+                        share_live(fresh.retriever.vectors)
             reader.refs += 1
         try:
             yield reader

@@ -128,18 +128,15 @@ def test_a_checkout_under_queries_shows_one_generation_per_answer(tmp_path: Path
         threads = [threading.Thread(target=ask) for _ in range(2)]
         for t in threads:
             t.start()
+
+        def branches() -> set[str]:
+            hits = eng.search("function return", top_k=80, strategy="sparse")["hits"]
+            return {h["symbol"].split("_")[0] for h in hits}
+
         git(root, "checkout", "-q", "other")
-        wait_for(
-            lambda: {h["symbol"].split("_")[0] for h in eng.search(
-                "function return", top_k=80, strategy="sparse")["hits"]} == {"other"},
-            "the checkout to be applied",
-        )  # fmt: skip
+        wait_for(lambda: branches() == {"other"}, "the checkout to be applied")
         git(root, "checkout", "-q", "main")
-        wait_for(
-            lambda: {h["symbol"].split("_")[0] for h in eng.search(
-                "function return", top_k=80, strategy="sparse")["hits"]} == {"main"},
-            "the checkout back to be applied",
-        )  # fmt: skip
+        wait_for(lambda: branches() == {"main"}, "the checkout back to be applied")
         stop.set()
         for t in threads:
             t.join(DEADLINE_S)

@@ -180,6 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 embedder=cache,
                 budgets=() if args.no_context else BUDGETS,
                 baseline=not args.no_baseline,
+                structure=args.structure or (),
                 on_result=write,
                 progress=lambda s: print(
                     f"[{time.perf_counter() - t0:7.0f}s] {s} (cache {cache.hits} hit, "
@@ -330,6 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--resume", action="store_true", help="skip questions already in the results")
     r.add_argument("--candidates", action="store_true", help="ask the candidate defaults too")
     r.add_argument("--only-candidates", action="store_true", help="ask only the candidates")
+    r.add_argument(
+        "--structure",
+        action="append",
+        choices=("signatures", "bodies"),
+        help="also assemble each strategy's contexts with structural context (repeatable)",
+    )
     p = sub.add_parser("report", help="tables of a run")
     p.add_argument("--split", choices=("tune", "test", "all"), default="test")
     p.add_argument("--results", action="append", help="results file stem (repeatable)")

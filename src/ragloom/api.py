@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
@@ -43,8 +44,15 @@ from ragloom.retrieve.search import DEFAULT_STRATEGY, Retriever, SearchResult
 if TYPE_CHECKING:
     from ragloom.assemble import AssembledContext, AssemblyPolicy, TokenBudget, TokenCounter
     from ragloom.assemble.budget import Format
+    from ragloom.assemble.structure import StructureMode
     from ragloom.embed.base import Embedder
+    from ragloom.graph import CodeGraph
     from ragloom.index.postgres import PostgresBackend
+
+MAP_SEED_HITS = 20
+"""Hits of the question that personalise the repository map's PageRank."""
+MAP_SKIP_KINDS = frozenset({"module"})
+"""Definitions the map does not list (a module's remainder has no signature)."""
 
 __all__ = [
     "DEFAULT_INDEX_DIRNAME",
@@ -141,6 +149,8 @@ class Index:
         self._embedder_arg = embedder
         self._retriever: Retriever | None = None
         self._store: Store | None = None
+        self._graph: CodeGraph | None = None
+        self._graph_lock = threading.Lock()
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -166,6 +176,10 @@ class Index:
             self._store = Store(self.index_dir / DB_NAME, readonly=True)
         return self._store
 
+    def _graph_store(self) -> Store | PostgresBackend:
+        """What the graph and its answers (map, structure) read: the folder's store here."""
+        return self._reader_store()
+
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
@@ -183,6 +197,105 @@ class Index:
             retriever.ranker = RepositoryRanker(self.index_dir)
             self._retriever = retriever
         return self._retriever
+
+    def graph(self) -> CodeGraph:
+        """The code graph of the published generation (docs/graph.md): definitions, references,
+        callers and callees. Built when first asked for and again once a newer generation is
+        published; the graph returned is never changed afterwards."""
+        from ragloom.graph import load_graph
+
+        if self._retriever is not None:  # the one the ranking stage uses: built once
+            shared = self._retriever.code_graph()
+            if shared is not None:
+                return shared
+        with self._graph_lock:  # concurrent requests build it once
+            store = self._graph_store()
+            if self._graph is None or self._graph.generation != store.generation():
+                self._graph = load_graph(store)
+            return self._graph
+
+    def repo_map(
+        self,
+        query: str | None = None,
+        *,
+        budget: int = 2048,
+        format: str = "text",
+        counter: str | TokenCounter = "cl100k",
+        top_k: int = MAP_SEED_HITS,
+    ) -> dict[str, object]:
+        """A repository map within ``budget`` tokens exactly (docs/graph.md, "Repository map"):
+        files with their most relevant signatures, ranked by PageRank over the code graph,
+        personalised to ``query``'s first ``top_k`` hits when a query is given."""
+        from ragloom.assemble import get_counter
+        from ragloom.assemble.repomap import MapEntry, build_map
+        from ragloom.assemble.signature import signature
+        from ragloom.errors import InputError
+
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise InputError(f"budget must be a positive number of tokens, got {budget!r}")
+        if format not in ("text", "markdown", "json"):
+            raise InputError(f"format must be text, markdown or json, got {format!r}")
+        tc = get_counter(counter) if isinstance(counter, str) else counter
+        graph = self.graph()
+        seeds: dict[int, float] = {}
+        if query is not None and query.strip():
+            hits = self.search(query, top_k=top_k).hits
+            for rank, h in enumerate(hits):
+                n = graph.node(h.id)
+                if n is not None:
+                    seeds[n] = seeds.get(n, 0.0) + 1.0 / (1 + rank)
+        rank_of = graph.pagerank(seeds or None)
+        shown = [i for i, d in enumerate(graph.defs) if d.kind not in MAP_SKIP_KINDS]
+        file_scores: dict[str, float] = {}
+        for i, d in enumerate(graph.defs):
+            file_scores[d.path] = file_scores.get(d.path, 0.0) + float(rank_of[i])
+        # the text of the entries that could fit at all (~8 tokens a signature at the least)
+        shown.sort(key=lambda i: (-float(rank_of[i]), graph.defs[i].path, graph.defs[i].start_line))
+        total = len(shown)
+        shown = shown[: max(16, budget // 8)]
+        store = self._graph_store()
+        rows = store.chunks_by_ids([graph.defs[i].id for i in shown])
+        texts = store.texts_by_rowids([r.rowid for r in rows.values()])
+        entries: list[MapEntry] = []
+        for i in shown:
+            d = graph.defs[i]
+            row = rows.get(d.id)
+            text = texts.get(row.rowid) if row is not None else None
+            if text is None:
+                continue
+            sig = signature(text, d.language, d.kind, doc=False)
+            if sig.strip():
+                entries.append(
+                    MapEntry(d.path, d.symbol, d.kind, d.start_line, sig, float(rank_of[i]))
+                )
+        m = build_map(entries, file_scores, budget, tc, fmt=format)  # type: ignore[arg-type]
+        return {
+            "query": query,
+            "budget": budget,
+            "tokens": m.tokens,
+            "generation": graph.generation,
+            "entries_total": total,
+            "entries_shown": m.entries_shown,
+            "truncated": m.truncated,
+            "files": [
+                {
+                    "path": f.path,
+                    "score": round(f.score, 6),
+                    "entries": [
+                        {
+                            "symbol": e.symbol,
+                            "kind": e.kind,
+                            "line": e.line,
+                            "signature": e.signature,
+                            "score": round(e.score, 6),
+                        }
+                        for e in f.entries
+                    ],
+                }
+                for f in m.files
+            ],
+            "text": m.text,
+        }
 
     # -- operations ---------------------------------------------------------------------
     def index(
@@ -357,17 +470,23 @@ class Index:
         counter: str | TokenCounter = "cl100k",
         include_scores: bool = False,
         policy: AssemblyPolicy | None = None,
+        structure: StructureMode = "off",
     ) -> AssembledContext:
         """Search, then assemble a deduplicated, stitched, budgeted context (AssembledContext).
 
         ``budget`` is a token count or a :class:`ragloom.assemble.TokenBudget`; ``counter`` a
         counter name (``cl100k``, ``o200k``, ``approx``) or a TokenCounter; ``policy`` overrides
         ``format`` and ``include_scores`` with a full :class:`ragloom.assemble.AssemblyPolicy`.
+        ``structure`` (``signatures`` or ``bodies``) adds, within the same budget, what the
+        selected code calls and what calls it (docs/graph.md, "Structural context").
         """
         from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
+        from ragloom.assemble.structure import structure_budget
 
         if isinstance(budget, int):
             budget = TokenBudget.for_total(budget)
+        full_budget = budget
+        budget = structure_budget(budget, structure)
         tc = get_counter(counter) if isinstance(counter, str) else counter
         result = self.search(query, top_k=top_k, strategy=strategy)
         retriever = self.retriever
@@ -388,7 +507,28 @@ class Index:
             )
             span.set_attribute("parts", len(ctx.parts))
             span.set_attribute("tokens", ctx.stats.tokens_total)
+        if structure != "off":
+            ctx = self.add_structure(ctx, structure, full_budget, policy, tc)
         return ctx
+
+    def add_structure(
+        self,
+        ctx: AssembledContext,
+        mode: StructureMode,
+        budget: TokenBudget,
+        policy: AssemblyPolicy,
+        counter: TokenCounter,
+    ) -> AssembledContext:
+        """``ctx`` with the callees and callers of its parts (:mod:`ragloom.assemble.structure`)."""
+        from ragloom.assemble.structure import add_related, related_parts
+
+        graph = self.graph()
+        seeds: list[tuple[str, float]] = []
+        for rank, hid in enumerate(dict.fromkeys(h for p in ctx.parts for h in p.hit_ids)):
+            seeds.append((hid, 1.0 / (1 + rank)))
+        store = self._graph_store()
+        related = related_parts(graph, seeds, store, mode)
+        return add_related(ctx, related, budget, policy, counter)
 
     def status(self, *, freshness: bool = True) -> IndexStatus:
         """Counts, model, BM25/vector readiness and (optionally) on-disk freshness."""
@@ -525,6 +665,11 @@ class PostgresIndex(Index):
         ``storage.pool_size``)."""
         self.cache_dir = bm25_cache_dir(dsn, repository, cache_dir)
         self._backend: PostgresBackend | None = None
+
+    def _graph_store(self) -> Store | PostgresBackend:
+        """The repository in the database: :meth:`graph` (from ``file_graph`` and the code
+        chunks, cached per generation as for a folder), ``repo_map`` and structure read it."""
+        return self._open()
 
     def _open(self, *, create: bool = False) -> PostgresBackend:
         from ragloom.index.postgres import PostgresBackend

@@ -135,6 +135,11 @@ class AssemblySettings(BaseModel):
     context_top_k: int = Field(
         default=15, ge=1, le=MAX_TOP_K, description="hits a context is built from"
     )
+    structure: Literal["off", "signatures", "bodies"] = Field(
+        default="off",
+        description="structural context: add the signatures (or bodies) of what the selected "
+        "code calls and of what calls it, within the same budget (docs/graph.md)",
+    )
 
     @field_validator("format", mode="before")
     @classmethod

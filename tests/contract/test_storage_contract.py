@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from ragloom.errors import IndexLockedError
-from ragloom.index.backend import EmbeddedBackend, StorageBackend
+from ragloom.index.backend import EmbeddedBackend, IndexUpdate, StorageBackend
 from ragloom.index.pg_embedded import EmbeddedPostgres
 from ragloom.types import Chunk
 
@@ -405,3 +405,57 @@ def test_a_path_written_twice_in_one_update_keeps_the_last(opener: Opener) -> No
         assert [r.symbol for r in b.chunks_for_path("a.py")] == ["two", "three"]
         assert set(b.files()) == {"a.py"} and b.files()["a.py"].n_chunks == 2
         assert b.chunk_count() == 2
+
+
+# -- code graph records -------------------------------------------------------------------
+
+
+def test_graph_records_follow_their_files(opener: Opener) -> None:
+    writer = opener()
+    reader = opener()
+
+    def put(update: IndexUpdate, path: str, digest: str, graph: bytes | None) -> None:
+        update.replace_file(
+            path,
+            [chunk(path, "f")],
+            file_hash=digest,
+            size=1,
+            mtime=1.0,
+            language="markdown" if path.endswith(".md") else "python",
+            source="code",
+            graph=graph,
+        )
+
+    with writer.write_lock():
+        update = writer.begin_update()
+        put(update, "a.py", "a1", b"A1")
+        put(update, "b.py", "b1", b"B1")
+        put(update, "c.py", "c1", None)  # a code file without a record (an empty one)
+        put(update, "d.py", "d1", b"D1")
+        put(update, "n.md", "n1", None)
+        assert reader.graph_snapshot(["python"])[2] == []  # invisible until published
+        update.publish()
+    gen, defs, records = reader.graph_snapshot(["python"])
+    assert gen == 1 and {d.id for d in defs} >= {"a.py::f", "c.py::f"}
+    assert sorted(records) == [
+        ("a.py", "python", b"A1"),
+        ("b.py", "python", b"B1"),
+        ("c.py", "python", b""),
+        ("d.py", "python", b"D1"),
+    ]
+    assert writer.files_without_graph(["python"]) == [("c.py", "c1")]
+    # a new version with its record, one without a record any more, a backfill, a removal
+    with writer.write_lock():
+        update = writer.begin_update()
+        put(update, "a.py", "a2", b"A2")
+        put(update, "b.py", "b2", None)
+        update.put_file_graph("c.py", "c1", b"C1")
+        update.remove_file("d.py")
+        update.publish()
+    gen, _, records = reader.graph_snapshot(["python"])
+    assert gen == 2 and sorted(records) == [
+        ("a.py", "python", b"A2"),
+        ("b.py", "python", b""),
+        ("c.py", "python", b"C1"),
+    ]
+    assert writer.files_without_graph(["python"]) == [("b.py", "b2")]

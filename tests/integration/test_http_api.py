@@ -252,6 +252,28 @@ def test_error_statuses(client: httpx.Client) -> None:
 # -- feedback ------------------------------------------------------------------------------------
 
 
+def test_graph_routes(client: httpx.Client) -> None:
+    callers = client.post("/callers", json={"symbol": "JSONDecoder.raw_decode"})
+    assert callers.status_code == 200, callers.text
+    body = callers.json()
+    assert {c["symbol"] for c in body["callers"]} >= {"JSONDecoder.decode"}
+    refs = client.post("/refs", json={"symbol": "py_scanstring", "limit": 5}).json()
+    assert 0 < len(refs["references"]) <= 5 and refs["references_total"] >= 1
+    assert client.post("/defs", json={"symbol": "JSONEncoder"}).json()["definitions"]
+    callees = client.post("/callees", json={"symbol": "JSONDecoder.decode"}).json()
+    assert any(c["symbol"] == "JSONDecoder.raw_decode" for c in callees["callees"])
+    err = error_of(client.post("/refs", json={"symbol": "no_such_function_here"}), 404)
+    assert "no definition named" in err["message"]
+    error_of(client.post("/refs", json={"symbol": "x", "min_confidence": 2}), 422)
+    m = client.post("/map", json={"query": "decode JSON", "budget": 400}).json()
+    assert 0 < m["tokens"] <= 400 and m["files"]
+    ctx = client.post(
+        "/context", json={"query": "decode a JSON document", "budget": 2000, "structure": "bodies"}
+    ).json()
+    assert ctx["stats"]["tokens_total"] <= 2000 and "structure" in ctx
+    assert any(p.get("relation") for p in ctx["parts"]) == (ctx["structure"]["related"] > 0)
+
+
 def test_feedback_roundtrip(client: httpx.Client) -> None:
     answer = client.post("/context", json={"query": "JSON encoder for Python objects"}).json()
     qid = answer["query_id"]

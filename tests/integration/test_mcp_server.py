@@ -37,6 +37,11 @@ REPO = Path(__file__).resolve().parents[2]
 TOOLS = {
     "search_code",
     "get_context",
+    "find_definitions",
+    "find_references",
+    "find_callers",
+    "find_callees",
+    "repo_map",
     "index_status",
     "reindex",
     "record_feedback",
@@ -175,6 +180,25 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
             assert ctx["query_id"] != answer["query_id"]
             assert f"query_id={ctx['query_id']}" in text_of(got)
             assert ctx["generation"] == answer["generation"]
+
+            # the code graph: callers of the decoder, a map within its budget, structure
+            callers = structured(
+                await client.call_tool("find_callers", {"symbol": "JSONDecoder.raw_decode"})
+            )
+            assert callers["definitions"] and callers["definitions"][0]["path"].startswith("json/")
+            assert any(c["symbol"] == "JSONDecoder.decode" for c in callers["callers"])
+            refs = await client.call_tool("find_references", {"symbol": "py_scanstring"})
+            assert structured(refs)["references"] and "json/" in text_of(refs)
+            missing = await client.call_tool("find_definitions", {"symbol": "no_such_thing_x"})
+            assert missing.is_error and "no definition named" in text_of(missing)
+            rmap = structured(await client.call_tool("repo_map", {"budget": 300}))
+            assert 0 < rmap["tokens"] <= 300 and "json/" in rmap["text"]
+            sctx = structured(
+                await client.call_tool(
+                    "get_context", {"query": QUERY, "budget": 2000, "structure": "signatures"}
+                )
+            )
+            assert sctx["tokens_used"] <= 2000 and "structure" in sctx
 
             # index_status
             status = structured(await client.call_tool("index_status", {}))

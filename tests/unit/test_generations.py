@@ -189,7 +189,7 @@ def test_schema_1_index_is_migrated(tmp_path: Path) -> None:
     with pytest.raises(IncompatibleIndexError, match="run `ragloom index PATH` to migrate"):
         Store(path, readonly=True)
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 2
+    assert store.schema_version() == SCHEMA_VERSION == 3
     assert store.published() == (4, 15) and store.chunk_count() == 15
     assert store.chunks_by_rowids([3])[3].symbol == "s3"
     assert int(store._db.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2  # incremental

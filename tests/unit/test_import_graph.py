@@ -22,7 +22,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = "ragloom"
 
-CORE = ("ingest", "index", "embed", "retrieve", "assemble")
+CORE = ("ingest", "index", "embed", "graph", "retrieve", "assemble")
 """The pipeline's lower layers: they never import the service, entry points, eval or bench."""
 FOUNDATION = ("types", "errors", "paths", "telemetry", "logs", "_version")
 """Modules at the bottom, below even the core."""

@@ -73,10 +73,15 @@ class ContextPart:
     symbols: list[str] = field(default_factory=list)
     hit_ids: list[str] = field(default_factory=list)
     trimmed: bool = False
+    relation: str | None = None
+    """``callee`` or ``caller`` for a definition structural context added
+    (:mod:`ragloom.assemble.structure`); None for the parts retrieval chose."""
+    related_to: str | None = None
+    """With ``relation``: the symbol of the selected code it relates to."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
+        """JSON-ready form (``relation`` and ``related_to`` only on structural parts)."""
+        out: dict[str, Any] = {
             "id": self.id,
             "file_path": self.file_path,
             "ranges": [[a, b] for a, b in self.ranges],
@@ -92,6 +97,10 @@ class ContextPart:
             "hit_ids": list(self.hit_ids),
             "text": self.text,
         }
+        if self.relation is not None:
+            out["relation"] = self.relation
+            out["related_to"] = self.related_to
+        return out
 
 
 @dataclass(slots=True)
@@ -150,16 +159,22 @@ class AssembledContext:
     text: str
     query: str = ""
     format: str = "xml"
+    structure: dict[str, int] | None = None
+    """What structural context added (``related``, ``tokens``, ``callees``, ``callers``,
+    ``candidates``); None when it was not asked for."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
+        """JSON-ready form (``structure`` only when structural context was asked for)."""
+        out: dict[str, Any] = {
             "query": self.query,
             "format": self.format,
             "parts": [p.to_dict() for p in self.parts],
             "stats": self.stats.to_dict(),
             "text": self.text,
         }
+        if self.structure is not None:
+            out["structure"] = dict(self.structure)
+        return out
 
 
 class _Counter:

@@ -50,6 +50,10 @@ class BlockMeta:
     kind: str
     language: str
     score: float
+    relation: str | None = None
+    """``callee`` or ``caller`` for a definition structural context added."""
+    related_to: str | None = None
+    """With ``relation``: the symbol of the selected code it relates to."""
 
 
 def format_ranges(ranges: Sequence[tuple[int, int]]) -> str:
@@ -82,10 +86,15 @@ def render_block(fmt: Format, meta: BlockMeta, text: str, include_scores: bool) 
             attrs.append(f"language={quoteattr(meta.language)}")
         if include_scores:
             attrs.append(f"score={quoteattr(_score(meta.score))}")
+        if meta.relation:
+            attrs.append(f"relation={quoteattr(meta.relation)}")
+            attrs.append(f"of={quoteattr(meta.related_to or '')}")
         return f"<chunk {' '.join(attrs)}>\n{text}\n</chunk>"
     if fmt == "markdown":
         head = f"### {meta.path}:{lines}"
         what = f"{meta.kind} `{meta.symbol}`" if meta.symbol else meta.kind
+        if meta.relation:
+            what = f"{meta.relation} of `{meta.related_to}`: {what}"
         head += f" ({what}, {meta.source}"
         head += f", score {_score(meta.score)})" if include_scores else ")"
         longest = max((len(m) for m in _BACKTICKS.findall(text)), default=2)
@@ -96,6 +105,8 @@ def render_block(fmt: Format, meta: BlockMeta, text: str, include_scores: bool) 
         if meta.symbol:
             head += f" {meta.symbol}"
         head += f" [{meta.source}"
+        if meta.relation:
+            head += f", {meta.relation} of {meta.related_to}"
         head += f", score {_score(meta.score)}] <==" if include_scores else "] <=="
         return f"{head}\n{text}"
     obj: dict[str, object] = {
@@ -108,6 +119,9 @@ def render_block(fmt: Format, meta: BlockMeta, text: str, include_scores: bool) 
     }
     if include_scores:
         obj["score"] = round(meta.score, 6)
+    if meta.relation:
+        obj["relation"] = meta.relation
+        obj["of"] = meta.related_to
     obj["text"] = text
     return json.dumps(obj, ensure_ascii=False)
 

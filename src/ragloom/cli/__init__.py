@@ -24,6 +24,7 @@ from ragloom.cli.cache import cache_group
 from ragloom.cli.config import config_group
 from ragloom.cli.eval import eval_cmd, eval_data_cmd
 from ragloom.cli.feedback import feedback_group
+from ragloom.cli.graph import callees_cmd, callers_cmd, defs_cmd, map_cmd, refs_cmd
 from ragloom.cli.index import index_cmd, status_cmd
 from ragloom.cli.query import context_cmd, search_cmd
 from ragloom.cli.serve import serve_cmd
@@ -47,6 +48,11 @@ for _command in (
     adapt_cmd,
     watch_cmd,
     cache_group,
+    defs_cmd,
+    refs_cmd,
+    callers_cmd,
+    callees_cmd,
+    map_cmd,
 ):
     cli.add_command(_command)
 

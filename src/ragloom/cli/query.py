@@ -159,6 +159,14 @@ def search_cmd(
     show_default=True,
     help="As for `ragloom search` [config: ranking.strategy].",
 )
+@click.option(
+    "--structure",
+    type=click.Choice(["off", "signatures", "bodies"]),
+    default="off",
+    show_default=True,
+    help="Add what the selected code calls and what calls it (signatures or bodies), within "
+    "the same budget [config: assembly.structure].",
+)
 @click.option("--scores", is_flag=True, help="Include scores in the rendered context.")
 @click.option("--json", "as_json", is_flag=True, help="Print parts, stats and text as JSON.")
 @query_source_options
@@ -172,6 +180,7 @@ def context_cmd(
     fmt: str,
     counter: str,
     strategy: str,
+    structure: str,
     scores: bool,
     as_json: bool,
     backend: str | None = None,
@@ -189,8 +198,10 @@ def context_cmd(
             "fmt": "assembly.format",
             "counter": "assembly.counter",
             "strategy": "ranking.strategy",
+            "structure": "assembly.structure",
         },
     )
+    structure = given.get("structure", structure)
     top_k = given.get("top_k", top_k)
     budget = given.get("budget", budget)
     fmt = given.get("fmt", fmt)
@@ -208,6 +219,7 @@ def context_cmd(
         format=fmt,
         counter=counter,
         include_scores=scores,
+        structure=structure,
     )
     if as_json:
         gen = idx.retriever.store.generation()

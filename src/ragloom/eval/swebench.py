@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
+    from ragloom.assemble.structure import StructureMode
     from ragloom.embed.base import Embedder, ProgressCallback
     from ragloom.retrieve.stages.base import IssueWeights
     from ragloom.types import Hit
@@ -713,8 +714,10 @@ def _ragloom_answers(
     defs: _Defs,
     budgets: Sequence[int],
     variant: IssueWeights | None = None,
+    structure: StructureMode = "off",
 ) -> dict[str, Ranked]:
     from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
+    from ragloom.assemble.structure import structure_budget
 
     retriever = index.retriever
     if variant is not None:
@@ -734,15 +737,19 @@ def _ragloom_answers(
         r = Ranked(files, _functions_of_hits(hits, defs))
         for b in budgets:
             top = hits[: context_hits(b)]
+            full = TokenBudget.for_total(b)
+            policy = AssemblyPolicy(format="xml")
             ctx = assemble_context(
                 q.query,
                 top,
                 root=index.root,
-                budget=TokenBudget.for_total(b),
-                policy=AssemblyPolicy(format="xml"),
+                budget=structure_budget(full, structure),
+                policy=policy,
                 counter=counter,
                 embeddings=retriever.embeddings_for_hits(top),
             )
+            if structure != "off":  # a signature part covers its own lines only
+                ctx = index.add_structure(ctx, structure, full, policy, counter)
             r.context[b] = _context_ranges(ctx)
         out[protocol] = r
     return out
@@ -784,13 +791,15 @@ def run_repo(
     baseline: bool = True,
     on_result: Callable[[dict[str, Any]], None],
     progress: Callable[[str], None] | None = None,
+    structure: Sequence[StructureMode] = (),
 ) -> None:
     """Walk one repository's questions in time order: check out, index incrementally, ask.
 
     ``on_result`` gets one row per (question, method, protocol) with the metrics and the first
     files (``files``) and functions (``functions``) of the ranking. ``variants`` (name ->
     strategy and issue weights, for tuning) are asked too, without context recall;
-    ``candidates`` (the same) with it."""
+    ``candidates`` (the same) with it; ``structure`` modes ask each strategy again with
+    structural context on (method ``"<strategy> [structure <mode>]"``, docs/graph.md)."""
     import ragloom
 
     if not questions:
@@ -812,6 +821,10 @@ def run_repo(
             answers["bm25"] = {"papers": _bm25_answer(bm, work, q, budgets)}
         for strategy in strategies:
             answers[strategy] = _ragloom_answers(index, q, strategy, defs, budgets)
+            for mode in structure:  # the same ranking, structural context on (issue 24)
+                answers[f"{strategy} [structure {mode}]"] = _ragloom_answers(
+                    index, q, strategy, defs, budgets, structure=mode
+                )
         for name, (strategy, weights) in (variants or {}).items():
             answers[name] = _ragloom_answers(index, q, strategy, defs, (), weights)
         for name, (strategy, weights) in (candidates or {}).items():

@@ -20,7 +20,7 @@ has one. ``tests/contract/test_storage_contract.py`` runs the same tests against
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, ExitStack, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from ragloom.index.lock import WriteLock
-from ragloom.index.store import ChunkRow, FileRow, Store
+from ragloom.index.store import ChunkRow, FileRow, GraphDefRow, Store
 
 if TYPE_CHECKING:
     import sqlite3
@@ -132,13 +132,19 @@ class IndexUpdate(Protocol):
         mtime: float,
         language: str | None,
         source: str,
+        graph: bytes | None = None,
     ) -> tuple[int, int, int, int]:
         """Write one file's new chunk set; (added, updated, removed, kept) chunk counts. A chunk
-        whose id and node hash are unchanged keeps its rowid."""
+        whose id and node hash are unchanged keeps its rowid.
+        ``graph``: the file's code graph record (``FileGraph.to_blob()``; None: it has none)."""
+        ...
+
+    def put_file_graph(self, path: str, file_hash: str, data: bytes) -> None:
+        """Keep the graph record of a published file whose chunks are unchanged (a backfill)."""
         ...
 
     def remove_file(self, path: str) -> int:
-        """Remove a file and its chunks; returns the chunks removed."""
+        """Remove a file, its chunks and its graph record; returns the chunks removed."""
         ...
 
     def publish(self) -> int:
@@ -177,6 +183,17 @@ class StorageBackend(ReadStore, Protocol):
         """Top ``k`` (rowid, cosine similarity) among the published generation's chunks."""
         ...
 
+    def files_without_graph(self, languages: Collection[str]) -> list[tuple[str, str]]:
+        """(path, hash) of published files in ``languages`` without a current graph record."""
+        ...
+
+    def graph_snapshot(
+        self, languages: Collection[str]
+    ) -> tuple[int, list[GraphDefRow], list[tuple[str, str, bytes]]]:
+        """The published generation's code graph input, read in one snapshot
+        (:meth:`ragloom.index.store.Store.graph_snapshot`)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -207,7 +224,10 @@ class _EmbeddedUpdate:
         mtime: float,
         language: str | None,
         source: str,
+        graph: bytes | None = None,
     ) -> tuple[int, int, int, int]:
+        if graph is not None:  # keyed by (path, hash): the old version's goes at collection
+            self._backend.store.put_file_graph(self._conn, path, file_hash, graph)
         return self._backend.store.replace_file(
             self._conn,
             path,
@@ -219,6 +239,9 @@ class _EmbeddedUpdate:
             source=source,
             generation=self._generation,
         )
+
+    def put_file_graph(self, path: str, file_hash: str, data: bytes) -> None:
+        self._backend.store.put_file_graph(self._conn, path, file_hash, data)
 
     def remove_file(self, path: str) -> int:
         return self._backend.store.remove_file(self._conn, path, generation=self._generation)
@@ -346,6 +369,15 @@ class EmbeddedBackend:
             if len(out) >= k or len(hits) < fetch:
                 return out[:k]
             fetch *= 2
+
+    def files_without_graph(self, languages: Collection[str]) -> list[tuple[str, str]]:
+        """The store's (the extractor version is checked by ``update_index``)."""
+        return self.store.files_without_graph(languages)
+
+    def graph_snapshot(
+        self, languages: Collection[str]
+    ) -> tuple[int, list[GraphDefRow], list[tuple[str, str, bytes]]]:
+        return self.store.graph_snapshot(languages)
 
     def close(self) -> None:
         self.store.close()

@@ -6,9 +6,12 @@ order of work so a crash at any point leaves the published generation intact:
 
 1. under the backend's write lock, walk and parse what changed (``scan_tree``, shared with
    ``update_index``);
-2. write the changed files into one :class:`~ragloom.index.backend.IndexUpdate` and publish it
-   (atomic: readers see the old generation or the new one, never a mix); chunks whose text
-   already has a cached vector are searchable by vector at once;
+2. write the changed files (chunks and code graph records) into one
+   :class:`~ragloom.index.backend.IndexUpdate`, with the graph records of unchanged code files
+   that lack one (a repository indexed before the graph was kept, or by another extractor
+   version: :func:`graph_backfill`), and publish it (atomic: readers see the old generation
+   or the new one, never a mix); chunks whose text already has a cached vector are
+   searchable by vector at once;
 3. embed the texts that have no vector yet, in committed batches (an interrupted run resumes
    where it stopped; until then those chunks are found by BM25 only).
 """
@@ -23,16 +26,54 @@ from typing import TYPE_CHECKING
 from ragloom.embed.document import embedding_key
 from ragloom.index.backend import StorageBackend
 from ragloom.index.indexer import EMBED_COMMIT_BATCH, IndexStats, ProgressFn, scan_tree
+from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES
 
 if TYPE_CHECKING:
     from ragloom.embed.base import Embedder
 
-__all__ = ["index_into"]
+__all__ = ["graph_backfill", "index_into"]
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
     return None
+
+
+def graph_backfill(
+    root: Path,
+    backend: StorageBackend,
+    skip: Collection[str],
+    progress: ProgressFn = _no_progress,
+) -> list[tuple[str, str, bytes]]:
+    """(path, hash, record) for the published code files without a current graph record,
+    leaving out ``skip`` (the files this update writes or removes anyway).
+
+    Each is read from ``root`` and parsed once more (as the embedded indexer's
+    ``_backfill_graphs`` does); a file whose bytes no longer match its stored hash is left to
+    the next update, which writes its record with its new chunks, and a file without a
+    record (an empty one) gives none."""
+    from ragloom.ingest.chunker import parse_file
+    from ragloom.ingest.languages import CODE_SPECS
+
+    todo = [(p, h) for p, h in backend.files_without_graph(list(CODE_SPECS)) if p not in skip]
+    out: list[tuple[str, str, bytes]] = []
+    if not todo:
+        return out
+    progress("graph", 0, len(todo))
+    for i, (path, digest) in enumerate(todo, 1):
+        try:
+            data = (root / path).read_bytes()
+        except OSError:
+            continue
+        if file_hash(data) != digest:
+            continue
+        _, graph = parse_file(path, data, digest)
+        if graph is not None:
+            out.append((path, digest, graph.to_blob()))
+        if i % 200 == 0:
+            progress("graph", i, len(todo))
+    progress("graph", len(todo), len(todo))
+    return out
 
 
 def index_into(
@@ -67,17 +108,28 @@ def index_into(
             progress=progress,
             verify=None if rebuild else verify,
         )
-        t2 = time.perf_counter()
         if rebuild:
             removed = sorted(known)
-        if parsed or removed:
+        t1 = time.perf_counter()
+        # unchanged code files without a record: written in this update, so its publish shows
+        # them (and bumps the generation readers rebuild the graph for) even when nothing else
+        # changed
+        backfill = (
+            []
+            if rebuild
+            else graph_backfill(root, backend, {p.sf.rel for p in parsed} | set(removed), progress)
+        )
+        t2 = time.perf_counter()
+        if backfill:
+            stats.timings["graph"] = t2 - t1
+        if parsed or removed or backfill:
             update = backend.begin_update()
             try:
                 if rebuild:  # old rows first, so every file's chunks are written anew
                     for path in removed:
                         stats.chunks_removed += update.remove_file(path)
                     removed = []
-                for sf, digest, chunks in parsed:
+                for sf, digest, chunks, graph in parsed:
                     a, u, r, _ = update.replace_file(
                         sf.rel,
                         chunks,
@@ -86,12 +138,15 @@ def index_into(
                         mtime=sf.mtime,
                         language=detect_language(sf.rel),
                         source=chunks[0].source if chunks else "text",
+                        graph=None if graph is None else graph.to_blob(),
                     )
                     stats.chunks_added += a
                     stats.chunks_updated += u
                     stats.chunks_removed += r
                 for path in removed:
                     stats.chunks_removed += update.remove_file(path)
+                for path, digest, blob in backfill:
+                    update.put_file_graph(path, digest, blob)
                 t3 = time.perf_counter()
                 stats.timings["store"] = t3 - t2
                 stats.generation = update.publish()

@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from ragloom.errors import DbError
 from ragloom.index.bm25 import TantivyBm25, bm25_document
 from ragloom.index.store import FileRow, Store
 from ragloom.index.vectors import HnswVectors, is_live, live_vectors
+from ragloom.ingest.filegraph import FILE_GRAPH_VERSION, FileGraph
 from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES, SourceFile, is_binary, walk
 from ragloom.types import Chunk
@@ -309,6 +310,15 @@ def _read(sf: SourceFile, max_bytes: int) -> tuple[SourceFile, bytes] | str:
     return read_source(sf, max_bytes)
 
 
+class ParsedFile(NamedTuple):
+    """One changed file as parsed: its chunks and its graph record (None unless code)."""
+
+    sf: SourceFile
+    digest: str
+    chunks: list[Chunk]
+    graph: FileGraph | None
+
+
 def scan_tree(
     root: Path,
     index_dir: Path | None,
@@ -319,10 +329,11 @@ def scan_tree(
     progress: ProgressFn = _no_progress,
     verify: Collection[str] | None = None,
     settled_before: float | None = None,
-) -> tuple[list[tuple[SourceFile, str, list[Chunk]]], list[str]]:
+) -> tuple[list[ParsedFile], list[str]]:
     """Steps 1 and 2 of an update, shared by every storage backend: walk ``root``, hash each
     file, compare with ``known`` (the published files) and parse the changed ones into chunks.
-    Returns (changed files with their digest and chunks, removed paths); fills the scan counts
+    Returns (changed files with their digest, chunks and graph record, removed paths); fills
+    the scan counts
     and the ``scan`` and ``parse`` timings of ``stats``.
 
     ``verify`` None (``ragloom index``): see ``settled_before``. A collection (the
@@ -337,7 +348,7 @@ def scan_tree(
     its row when that time is before it: the row was read after the file's last write, so a
     file with the same time has the same bytes (git's racy-clean rule). A file written close
     to the previous scan is read again. None reads every file."""
-    from ragloom.ingest.chunker import chunk_file
+    from ragloom.ingest.chunker import parse_file
 
     t0 = time.perf_counter()
     walked = walk(root, max_file_bytes=max_file_bytes, index_dir=index_dir)
@@ -383,10 +394,11 @@ def scan_tree(
     stats.timings["scan"] = t1 - t0
 
     # 2. parse
-    parsed: list[tuple[SourceFile, str, list[Chunk]]] = []
+    parsed: list[ParsedFile] = []
     progress("parse", 0, len(changed))
     for i, (sf, data, digest) in enumerate(changed, 1):
-        parsed.append((sf, digest, chunk_file(sf.rel, data, digest)))
+        chunks, graph = parse_file(sf.rel, data, digest)
+        parsed.append(ParsedFile(sf, digest, chunks, graph))
         progress("parse", i, len(changed))
     stats.timings["parse"] = time.perf_counter() - t1
     return parsed, removed
@@ -442,11 +454,14 @@ def update_index(
     t2 = time.perf_counter()
 
     # 3. one atomic store write: the pending generation, beside the published one
+    _check_graph_version(store)
     if parsed or removed:
         with store.transaction() as conn:
             pending = store.begin_generation(conn)
-            for sf, digest, chunks in parsed:
+            for sf, digest, chunks, graph in parsed:
                 language = detect_language(sf.rel)
+                if graph is not None:
+                    store.put_file_graph(conn, sf.rel, digest, graph.to_blob())
                 source = chunks[0].source if chunks else "text"
                 a, u, r, _ = store.replace_file(
                     conn,
@@ -464,6 +479,7 @@ def update_index(
                 stats.chunks_removed += r
             for path in removed:
                 stats.chunks_removed += store.remove_file(conn, path, generation=pending)
+    _backfill_graphs(root, store, {p.sf.rel for p in parsed}, progress)
     t3 = time.perf_counter()
     stats.timings["store"] = t3 - t2
 
@@ -528,6 +544,57 @@ def update_index(
     stats.timings["reclaim"] = time.perf_counter() - t8
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+GRAPH_VERSION_META = "graph_version"
+"""Meta key: the :data:`~ragloom.ingest.filegraph.FILE_GRAPH_VERSION` of the index's graph
+records."""
+
+
+def _backfill_graphs(
+    root: Path, store: Store, parsed: Collection[str], progress: ProgressFn
+) -> int:
+    """Give every published code file a graph record of this extractor's version.
+
+    An index made before the graph (or by another version of the extractor) has files whose
+    chunks are current but whose records are missing: they are read and parsed once more here,
+    and a file whose bytes no longer match its row is left to the next update (its record
+    comes with its new chunks). Returns the records written."""
+    from ragloom.ingest.chunker import parse_file
+    from ragloom.ingest.languages import CODE_SPECS
+
+    todo = [(p, h) for p, h in store.files_without_graph(list(CODE_SPECS)) if p not in parsed]
+    written = 0
+    if todo:
+        progress("graph", 0, len(todo))
+        with store.transaction() as conn:
+            for i, (path, digest) in enumerate(todo, 1):
+                try:
+                    data = (root / path).read_bytes()
+                except OSError:
+                    continue
+                if file_hash(data) != digest:
+                    continue
+                _, graph = parse_file(path, data, digest)
+                if graph is not None:
+                    store.put_file_graph(conn, path, digest, graph.to_blob())
+                    written += 1
+                if i % 200 == 0:
+                    progress("graph", i, len(todo))
+        progress("graph", len(todo), len(todo))
+    if written and store.pending_generation() is None:
+        # the graph changed though no chunk did: a new generation tells readers to rebuild it
+        with store.transaction() as conn:
+            store.begin_generation(conn)
+    return written
+
+
+def _check_graph_version(store: Store) -> None:
+    """Drop graph records another version of the extractor made (before this update writes
+    its own): :func:`_backfill_graphs` makes them again."""
+    if store.get_meta(GRAPH_VERSION_META) != str(FILE_GRAPH_VERSION):
+        store.clear_file_graphs()
+        store.set_meta(GRAPH_VERSION_META, str(FILE_GRAPH_VERSION))
 
 
 VectorsSpec = tuple[Path, int, str]

@@ -7,9 +7,9 @@ repository; BM25 stays ragloom's engine, rebuilt on each serving node from the d
 current generation (:class:`PgBm25`, the seed's "Rebuild from DB").
 
 Consistency. Each index update is **one transaction** (:class:`PgUpdate`): it writes the
-changed files' chunk rows (COPY), deletes the replaced ones, fills vectors from the embedding
-cache and bumps the repository's ``generation`` and ``watermark`` (the largest chunk rowid it
-shows), then commits. PostgreSQL's MVCC makes the whole generation visible at once; a writer
+changed files' chunk rows (COPY) and code graph records, deletes the replaced ones, fills
+vectors from the embedding cache and bumps the repository's ``generation`` and ``watermark``
+(the largest chunk rowid it shows), then commits. PostgreSQL's MVCC makes the whole generation visible at once; a writer
 killed at any point never committed, so the previous generation stays intact. Readers answer
 from one generation with the retriever's seqlock (docs/consistency.md): a query pins
 (generation, watermark), drops rows above the watermark, and is answered again if the
@@ -41,7 +41,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from ragloom.errors import ConfigError, DbError, IndexLockedError, IndexNotFoundError
-from ragloom.index.store import ChunkRow, FileRow
+from ragloom.index.store import ChunkRow, FileRow, GraphDefRow
 
 if TYPE_CHECKING:
     import psycopg
@@ -208,6 +208,23 @@ MIGRATIONS: tuple[str, ...] = (
     # repository's size (the 1M-chunk bench spent over 25 minutes there; docs/postgres.md).
     """
     CREATE INDEX chunks_repo_node_hash ON chunks(repo_id, node_hash);
+    """,
+    # 5: the code graph's per-file records (ingest/filegraph.py; docs/graph.md). The embedded
+    # store keeps one record per (path, hash) because its pending generation sits beside the
+    # published one; here an update is one transaction, so readers see the old record until
+    # the commit that replaces the file row, and one record per path is enough. ``hash`` is
+    # the file version the record describes (a record whose hash is not the file row's is
+    # made again). ``graph_version``: the FILE_GRAPH_VERSION of the repository's records (0:
+    # none yet; another version's records are dropped and made again by the next update).
+    """
+    CREATE TABLE file_graph (
+        repo_id BIGINT NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (repo_id, path)
+    );
+    ALTER TABLE repositories ADD COLUMN graph_version INTEGER NOT NULL DEFAULT 0;
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -688,6 +705,69 @@ class PostgresBackend:
         )
         return {int(r[0]): (str(r[1]), str(r[2]), str(r[3])) for r in rows}
 
+    # -- code graph records ---------------------------------------------------------------
+    def files_without_graph(self, languages: Collection[str]) -> list[tuple[str, str]]:
+        """(path, hash) of the published files in ``languages`` without a current graph
+        record: none, one of another file version, or (all of them) records another
+        ``FILE_GRAPH_VERSION`` made (a repository indexed before the graph was kept)."""
+        from ragloom.ingest.filegraph import FILE_GRAPH_VERSION
+
+        rows = self._fetchall(
+            "SELECT f.path, f.hash FROM files f JOIN repositories r ON r.id = f.repo_id "
+            "LEFT JOIN file_graph g ON g.repo_id = f.repo_id AND g.path = f.path "
+            "WHERE f.repo_id = %s AND f.language = ANY(%s) "
+            "AND (g.hash IS DISTINCT FROM f.hash OR r.graph_version <> %s) ORDER BY f.path",
+            (self.repo_id, sorted(languages), FILE_GRAPH_VERSION),
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def graph_snapshot(
+        self, languages: Collection[str]
+    ) -> tuple[int, list[GraphDefRow], list[tuple[str, str, bytes]]]:
+        """What the code graph of the published generation is built from, read in one
+        repeatable-read, read-only snapshot (as :meth:`ragloom.index.store.Store.graph_snapshot`):
+        (generation, the code chunks as definitions, (path, language, record) per file with a
+        record of its version or in ``languages``; ``b""`` for a file without one)."""
+        import psycopg
+
+        with connect(self.dsn, app="ragloom-read") as conn:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT generation FROM repositories WHERE id = %s", (self.repo_id,)
+                ).fetchone()
+                defs = [
+                    GraphDefRow(
+                        int(r[0]),
+                        str(r[1]),
+                        str(r[2]),
+                        str(r[3]),
+                        str(r[4]),
+                        str(r[5]),
+                        None if r[6] is None else str(r[6]),
+                        int(r[7]),
+                        int(r[8]),
+                    )
+                    for r in conn.execute(
+                        "SELECT rowid, id, path, symbol, kind, language, parent_id, start_line, "
+                        "end_line FROM chunks WHERE repo_id = %s AND source = 'code' "
+                        "ORDER BY rowid",
+                        (self.repo_id,),
+                    )
+                ]
+                records = [
+                    (str(r[0]), str(r[1] or ""), bytes(r[2]) if r[2] is not None else b"")
+                    for r in conn.execute(
+                        "SELECT f.path, f.language, g.data FROM files f LEFT JOIN file_graph g "
+                        "ON g.repo_id = f.repo_id AND g.path = f.path AND g.hash = f.hash "
+                        "WHERE f.repo_id = %s AND (g.data IS NOT NULL OR f.language = ANY(%s)) "
+                        "ORDER BY f.path",
+                        (self.repo_id, sorted(languages)),
+                    )
+                ]
+        return (int(row[0]) if row else 0), defs, records
+
     # -- embeddings and vectors -----------------------------------------------------------
     def missing_embeddings(self, key: str) -> list[tuple[str, str]]:
         """(node hash, embedding text) of the repository's chunks with no vector, one per hash
@@ -907,22 +987,34 @@ class PgUpdate:
     def __init__(self, backend: PostgresBackend) -> None:
         import psycopg
 
+        from ragloom.ingest.filegraph import FILE_GRAPH_VERSION
+
         self._backend = backend
         self._repo_id = backend.repo_id
         self._conn = connect(backend.dsn, autocommit=False, app=f"ragloom index pid {os.getpid()}")
         self._new: list[tuple[Any, ...]] = []
         self._files: list[tuple[Any, ...]] = []
+        self._graphs: dict[str, tuple[str, bytes] | None] = {}
+        """Buffered graph records by path: (file hash, record) to upsert, None to delete."""
         self._done = False
         try:
             row = self._conn.execute(
-                "SELECT generation, EXISTS (SELECT 1 FROM chunks WHERE repo_id = %s) "
-                "FROM repositories WHERE id = %s FOR UPDATE",
+                "SELECT generation, EXISTS (SELECT 1 FROM chunks WHERE repo_id = %s), "
+                "graph_version FROM repositories WHERE id = %s FOR UPDATE",
                 (self._repo_id, self._repo_id),
             ).fetchone()
+            assert row is not None
+            if int(row[2]) != FILE_GRAPH_VERSION:
+                # records of another extractor version (or none yet): dropped in this
+                # transaction; the indexer writes this version's (backend_index)
+                self._conn.execute("DELETE FROM file_graph WHERE repo_id = %s", (self._repo_id,))
+                self._conn.execute(
+                    "UPDATE repositories SET graph_version = %s WHERE id = %s",
+                    (FILE_GRAPH_VERSION, self._repo_id),
+                )
         except psycopg.Error as exc:
             self._conn.close()
             raise DbError(f"index write failed: {_one_line(exc)}") from exc
-        assert row is not None
         self._generation = int(row[0]) + 1
         self._empty = not row[1]
         """A first load: no stored chunk to compare with (one query per file saved)."""
@@ -943,6 +1035,7 @@ class PgUpdate:
         mtime: float,
         language: str | None,
         source: str,
+        graph: bytes | None = None,
     ) -> tuple[int, int, int, int]:
         conn = self._conn
         if path in self._written:  # written before in this update: compare with those rows
@@ -1024,9 +1117,16 @@ class PgUpdate:
                 time.time(),
             )
         )
-        if len(self._new) >= 5000:
+        self._graphs[path] = None if graph is None else (file_hash, graph)
+        if len(self._new) >= 5000 or len(self._graphs) >= 2000:
             self._flush()
         return added, updated, len(stale), kept
+
+    def put_file_graph(self, path: str, file_hash: str, data: bytes) -> None:
+        """Keep the graph record of a file whose chunks are unchanged (a backfill)."""
+        self._graphs[path] = (file_hash, data)
+        if len(self._graphs) >= 2000:
+            self._flush()
 
     def remove_file(self, path: str) -> int:
         self._flush()  # buffered rows of this path (if any) go first
@@ -1037,11 +1137,31 @@ class PgUpdate:
         self._conn.execute(
             "DELETE FROM files WHERE repo_id = %s AND path = %s", (self._repo_id, path)
         )
+        self._conn.execute(
+            "DELETE FROM file_graph WHERE repo_id = %s AND path = %s", (self._repo_id, path)
+        )
         return int(cur.rowcount or 0)
 
     def _flush(self) -> None:
-        """Write the buffered file records (one pipelined batch) and COPY the buffered new
-        chunk rows (bulk load: ~10x faster than INSERTs)."""
+        """Write the buffered file records and graph records (pipelined batches) and COPY the
+        buffered new chunk rows (bulk load: ~10x faster than INSERTs)."""
+        if self._graphs:
+            drop = [p for p, rec in self._graphs.items() if rec is None]
+            put = [(self._repo_id, p, *rec) for p, rec in self._graphs.items() if rec is not None]
+            if drop:
+                self._conn.execute(
+                    "DELETE FROM file_graph WHERE repo_id = %s AND path = ANY(%s)",
+                    (self._repo_id, drop),
+                )
+            if put:
+                with self._conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO file_graph(repo_id, path, hash, data) "
+                        "VALUES (%s, %s, %s, %s) ON CONFLICT (repo_id, path) DO UPDATE SET "
+                        "hash = EXCLUDED.hash, data = EXCLUDED.data",
+                        put,
+                    )
+            self._graphs = {}
         if self._files:
             with self._conn.cursor() as cur:
                 cur.executemany(

@@ -24,7 +24,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +35,11 @@ import numpy as np
 from ragloom.errors import DbError, IncompatibleIndexError
 from ragloom.types import Chunk
 
-__all__ = ["SCHEMA_VERSION", "ChunkRow", "FileRow", "Store"]
+__all__ = ["SCHEMA_VERSION", "ChunkRow", "FileRow", "GraphDefRow", "Store"]
 
 log = logging.getLogger("ragloom.index")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Current schema version; each entry of MIGRATIONS moves the schema up by one."""
 
 MIGRATIONS: tuple[str, ...] = (
@@ -152,6 +152,16 @@ MIGRATIONS: tuple[str, ...] = (
         VALUES ('watermark', CAST((SELECT coalesce(max(rowid), 0) FROM chunks) AS TEXT));
     INSERT OR REPLACE INTO meta(key, value) VALUES ('convert_auto_vacuum', '1');
     """,
+    # 3: the code graph's per-file records (ingest/filegraph.py): one per version of a file, so
+    # a record never changes; a generation shows those of the file rows it shows.
+    """
+    CREATE TABLE file_graph (
+        path TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (path, hash)
+    ) WITHOUT ROWID;
+    """,
 )
 
 _IN_BATCH = 900
@@ -212,6 +222,29 @@ class ChunkRow:
     end_line: int
     node_hash: str
     file_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class GraphDefRow:
+    """A code chunk as the graph sees it: a definition (or a module's remainder)."""
+
+    rowid: int
+    id: str
+    path: str
+    symbol: str
+    kind: str
+    language: str
+    parent_id: str | None
+    start_line: int
+    end_line: int
+
+
+_DROP_UNUSED_GRAPHS = (
+    "DELETE FROM file_graph WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.path = "
+    "file_graph.path AND f.hash = file_graph.hash) AND NOT EXISTS (SELECT 1 FROM file_updates u "
+    "WHERE u.path = file_graph.path AND u.hash = file_graph.hash)"
+)
+"""Graph records no file row of the published or the pending generation names."""
 
 
 def _row_to_chunk(row: Sequence[object]) -> ChunkRow:
@@ -426,6 +459,7 @@ class Store:
                 )
             )
             rows = int(conn.execute("DELETE FROM chunks WHERE gen_removed <= ?", (gen,)).rowcount)
+            conn.execute(_DROP_UNUSED_GRAPHS)
             pruned = 0
             keys = self._embedding_keys(conn)
             for start in range(0, len(hashes), _IN_BATCH // 2):
@@ -585,6 +619,64 @@ class Store:
                 f"SELECT rowid, symbol, path, id FROM chunks WHERE {_VISIBLE}"
             )
         }
+
+    # -- code graph records ----------------------------------------------------------------
+    def put_file_graph(self, conn: sqlite3.Connection, path: str, digest: str, blob: bytes) -> None:
+        """Keep the graph record of one file version (written once, never changed)."""
+        conn.execute(
+            "INSERT OR REPLACE INTO file_graph(path, hash, data) VALUES (?,?,?)",
+            (path, digest, blob),
+        )
+
+    def files_without_graph(self, languages: Collection[str]) -> list[tuple[str, str]]:
+        """(path, hash) of the published files in ``languages`` that have no graph record: an
+        index made before the graph, or by another version of the extractor."""
+        marks = ",".join("?" * len(languages))
+        return [
+            (str(r[0]), str(r[1]))
+            for r in self._db.execute(
+                f"SELECT f.path, f.hash FROM files f WHERE f.language IN ({marks}) AND NOT EXISTS "
+                "(SELECT 1 FROM file_graph g WHERE g.path = f.path AND g.hash = f.hash)",
+                list(languages),
+            )
+        ]
+
+    def clear_file_graphs(self) -> None:
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM file_graph")
+
+    def graph_snapshot(
+        self, languages: Collection[str]
+    ) -> tuple[int, list[GraphDefRow], list[tuple[str, str, bytes]]]:
+        """What the code graph of the published generation is built from, read in one snapshot:
+        (generation, the code chunks as definitions, (path, language, record) per file with a
+        record or in ``languages``; ``b""`` for a file without one, such as an empty
+        ``__init__.py``, which still makes its folder a package)."""
+        own = self._db.in_transaction
+        if not own:
+            self._db.execute("BEGIN")
+        try:
+            gen = self.generation()
+            defs = [
+                GraphDefRow(*r)
+                for r in self._db.execute(
+                    "SELECT rowid, id, path, symbol, kind, language, parent_id, start_line, "
+                    f"end_line FROM chunks WHERE source = 'code' AND {_VISIBLE}"
+                )
+            ]
+            records = [
+                (str(r[0]), str(r[1] or ""), bytes(r[2]) if r[2] is not None else b"")
+                for r in self._db.execute(
+                    "SELECT f.path, f.language, g.data FROM files f "
+                    "LEFT JOIN file_graph g ON g.path = f.path AND g.hash = f.hash "
+                    "WHERE g.data IS NOT NULL OR f.language IN "
+                    f"({','.join(repr(x) for x in sorted(languages))})"
+                )
+            ]
+        finally:
+            if not own:
+                self._db.execute("COMMIT")
+        return gen, defs, records
 
     def symbol_table(self) -> list[tuple[str, str, str]]:
         """(symbol, path, id) for every chunk of the published generation: input for query

@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Final
 
+from ragloom.ingest.binds import extract_binds
+from ragloom.ingest.filegraph import FileGraph
 from ragloom.ingest.ids import chunk_id, text_hash
 from ragloom.ingest.languages import CODE_SPECS, LangSpec, detect_language
+from ragloom.ingest.refs import extract_refs
 from ragloom.types import Chunk, ChunkKind, SourceKind
 
 __all__ = [
@@ -28,6 +31,7 @@ __all__ = [
     "detect_language",
     "head_id",
     "is_part",
+    "parse_file",
     "part_label",
 ]
 
@@ -821,8 +825,9 @@ def _module_name(path: str, language: str) -> str:
     return ".".join(parts) or path
 
 
-def _chunk_code(out: _Out, t: _Text, spec: LangSpec) -> None:
-    tree = _parser(spec.name).parse(t.data)
+def _chunk_code(out: _Out, t: _Text, spec: LangSpec, tree: Any = None) -> None:
+    if tree is None:
+        tree = _parser(spec.name).parse(t.data)
     walker = _Walker(spec, t)
     walker.walk(tree.root_node, [], None, 0)
     syms = walker.syms
@@ -924,8 +929,19 @@ def chunk_file(path: str, data: bytes, file_hash: str) -> list[Chunk]:
     stay byte offsets into ``data``), syntax errors go through tree-sitter's error recovery,
     and an unexpected failure in the code path falls back to line windows.
     """
+    return parse_file(path, data, file_hash, refs=False)[0]
+
+
+def parse_file(
+    path: str, data: bytes, file_hash: str, *, refs: bool = True
+) -> tuple[list[Chunk], FileGraph | None]:
+    """Chunk one file and, for code with ``refs``, find its references on the same tree.
+
+    The chunks are :func:`chunk_file`'s. The graph record is None for a file that is not code
+    (or whose chunking fell back to windows), and holds no references when their extraction
+    failed: the chunks never depend on it."""
     if not data:
-        return []
+        return [], None
     language = detect_language(path)
     spec = CODE_SPECS.get(language)
     source: SourceKind = "code" if spec is not None else "doc" if language == "markdown" else "text"
@@ -933,15 +949,26 @@ def chunk_file(path: str, data: bytes, file_hash: str) -> list[Chunk]:
     out = _Out(path=path, source=source, language=language, file_hash=file_hash)
     if spec is not None:
         try:
-            _chunk_code(out, t, spec)
-            return out.chunks
+            tree = _parser(spec.name).parse(t.data)
+            _chunk_code(out, t, spec, tree)
         except Exception:  # a grammar or walker surprise must not lose the file
             log.warning("symbol chunking failed, using windows", extra={"path": path})
             out = _Out(path=path, source=source, language=language, file_hash=file_hash)
             _chunk_text(out, t)
-            return out.chunks
+            return out.chunks, None
+        if not refs:
+            return out.chunks, None
+        try:
+            found = extract_refs(language, tree.root_node, data)
+            binds = extract_binds(language, tree.root_node)
+            if binds:
+                found = sorted([*found, *binds], key=lambda r: r.byte)
+        except Exception:  # references are extra evidence: never lose the chunks for them
+            log.warning("reference extraction failed", extra={"path": path})
+            found = []
+        return out.chunks, FileGraph.build(out.chunks, found)
     if language == "markdown":
         _chunk_markdown(out, t)
     else:
         _chunk_text(out, t)
-    return out.chunks
+    return out.chunks, None

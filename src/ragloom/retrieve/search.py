@@ -74,6 +74,7 @@ from ragloom.types import Hit
 
 if TYPE_CHECKING:
     from ragloom.embed.base import Embedder
+    from ragloom.graph import CodeGraph
     from ragloom.retrieve.ranker import Scorer
     from ragloom.retrieve.rerank import Reranker
 
@@ -175,6 +176,8 @@ class Retriever:
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._symbols_lock = threading.Lock()
+        self._graph: CodeGraph | None = None
+        self._graph_lock = threading.Lock()
         """One rebuild of the symbol table per generation: without it, every request thread of a
         server rebuilt it at once after a re-index (40 threads: 40 rebuilds, 45.8 s, the
         process stalled; docs/serving.md)."""
@@ -590,6 +593,25 @@ class Retriever:
         """True when BM25's and dense's best hits are in the same file, or when dense's best
         score is at least ``confident``."""
         return modalities_agree(lists, self.chunk_info, confident)
+
+    def code_graph(self) -> CodeGraph | None:
+        """The code graph of the published generation (built once per generation; None for a
+        store that keeps no graph records, one without ``graph_snapshot``)."""
+        from ragloom.graph import GraphSource, load_graph
+
+        store = self.store
+        if not isinstance(store, GraphSource):
+            return None
+        gen = store.generation()
+        cached = self._graph
+        if cached is not None and cached.generation == gen:
+            return cached
+        with self._graph_lock:
+            cached = self._graph
+            if cached is None or cached.generation != gen:
+                cached = load_graph(store)
+                self._graph = cached
+            return cached
 
     def pool_vectors(self, rowids: Sequence[int]) -> dict[int, np.ndarray]:
         """Unit vectors of ``rowids``: the HNSW index holds them in memory (as cosine needs);

@@ -66,9 +66,10 @@ def result_key(
     explain: bool = False,
     epoch: int = 0,
     generation: int,
+    structure: str = "off",
 ) -> tuple[Hashable, ...]:
     """The result-cache key of one request (everything that changes its answer)."""
-    return (
+    key: tuple[Hashable, ...] = (
         route,
         normalize_query(query),
         strategy,
@@ -80,6 +81,7 @@ def result_key(
         epoch,
         generation,
     )
+    return key if structure == "off" else (*key, structure)
 
 
 @dataclass(slots=True)

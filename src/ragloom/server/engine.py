@@ -40,6 +40,7 @@ from ragloom.api import DEFAULT_INDEX_DIRNAME, Index
 from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
 from ragloom.assemble.budget import FORMATS, Format
 from ragloom.assemble.context import ContextPart
+from ragloom.assemble.structure import STRUCTURE_MODES, StructureMode, structure_budget
 from ragloom.embed.base import Embedder
 from ragloom.errors import (
     ConfigError,
@@ -598,10 +599,12 @@ class ServingEngine:
         strategy: str | None = None,
         format: str | None = None,
         sources: Sequence[str] | None = None,
+        structure: str | None = None,
     ) -> dict[str, Any]:
         """A token-budgeted context for ``query`` (the dict of docs/serving.md "context");
-        ``sources`` as in :meth:`search` (non-code items rendered with their attribution).
-        Bounded by ``timeouts.query_ms``."""
+        ``sources`` as in :meth:`search` (non-code items rendered with their attribution);
+        ``structure`` as ``assembly.structure`` (docs/graph.md). Bounded by
+        ``timeouts.query_ms``."""
         t0 = time.perf_counter()
         s = self._settings
         query = self._check_query(query)
@@ -619,6 +622,9 @@ class ServingEngine:
                 f"format must be one of {', '.join(FORMATS)} (or text), got {fmt_in!r}"
             )
         counter_name = s.assembly.counter
+        mode = s.assembly.structure if structure is None else structure
+        if mode not in STRUCTURE_MODES:
+            raise InputError(f"structure must be one of {', '.join(STRUCTURE_MODES)}, got {mode!r}")
         names = self._check_sources(sources)
         if names is not None:
             return self._context_sources(
@@ -631,12 +637,17 @@ class ServingEngine:
                 return result_key(
                     "context", query, strategy=strat, top_k=k, budget=tokens, format=fmt,
                     counter=counter_name, epoch=r.epoch, generation=gen,
+                    structure=mode,
                 )  # fmt: skip
 
             def compute() -> tuple[dict[str, Any], SearchResult]:
                 res = r.retriever.search(query, top_k=k, strategy=strat)
                 self._count_fallbacks(r, res, strat)
-                return self._assemble(r, query, res, tokens, cast(Format, fmt), counter_name), res
+                body = self._assemble(
+                    r, query, res, tokens, cast(Format, fmt), counter_name,
+                    mode,
+                )  # fmt: skip
+                return body, res
 
             body, hit = self._answer(r, key, compute)
         qid = uuid.uuid4().hex
@@ -656,6 +667,8 @@ class ServingEngine:
             "notes": list(body["notes"]),
             "hit_ids": list(body["hit_ids"]),
         }
+        if "structure" in body:
+            out["structure"] = dict(body["structure"])
         return self._finish(
             out, "context", strat, body["generation"], list(body["hit_ids"]), hit, t0
         )
@@ -778,26 +791,34 @@ class ServingEngine:
         budget: int,
         fmt: Format,
         counter: str,
+        structure: StructureMode = "off",
     ) -> dict[str, Any]:
         """What ``Index.get_context`` does after its search, keeping the search's generation."""
         retriever = r.retriever
         embeddings = result.embeddings
         if len(embeddings) < len(result.hits):
             embeddings = retriever.embeddings_for_hits(result.hits)
+        full = TokenBudget.for_total(budget)
+        policy = AssemblyPolicy(format=fmt)
+        tc = get_counter(counter)
         with retriever.telemetry.span("assembly", {"hits": len(result.hits)}) as span:
             ctx = assemble_context(
                 query,
                 result.hits,
                 root=self.root,
-                budget=TokenBudget.for_total(budget),
-                policy=AssemblyPolicy(format=fmt),
-                counter=get_counter(counter),
+                budget=structure_budget(full, structure),
+                policy=policy,
+                counter=tc,
                 embeddings=embeddings,
             )
+            if structure != "off":
+                ctx = r.index.add_structure(ctx, structure, full, policy, tc)
             span.set_attribute("parts", len(ctx.parts))
             span.set_attribute("tokens", ctx.stats.tokens_total)
         parts = _parts_json(ctx.parts)
+        extra = {"structure": ctx.structure} if ctx.structure is not None else {}
         return {
+            **extra,
             "generation": result.generation,
             "strategy": result.strategy,
             "context": ctx.text,
@@ -808,6 +829,57 @@ class ServingEngine:
         }
 
     # -- status -------------------------------------------------------------------------
+    def graph(
+        self,
+        query: str,
+        symbol: str,
+        *,
+        path: str | None = None,
+        min_confidence: float | None = None,
+        limit: int = 200,
+    ) -> dict[str, Any]:
+        """One code-graph answer (``defs``, ``refs``, ``callers``, ``callees``; the shape of
+        :func:`ragloom.graph.views.graph_answer`), from the served generation's graph."""
+        from ragloom.graph import DEFAULT_MIN_CONFIDENCE
+        from ragloom.graph.views import graph_answer
+
+        if query not in ("defs", "refs", "callers", "callees"):
+            raise InputError(
+                f"unknown graph query {query!r}; choose from defs, refs, callers, callees"
+            )
+        if not isinstance(symbol, str):
+            raise InputError(f"symbol must be a string, got {type(symbol).__name__}")
+        limit = self._check_int("limit", limit, 1, 10_000)
+        conf = DEFAULT_MIN_CONFIDENCE if min_confidence is None else float(min_confidence)
+        with self._use_reader() as r:
+            return self._bounded(
+                lambda: graph_answer(
+                    r.index.graph(),
+                    query,  # type: ignore[arg-type]
+                    symbol,
+                    path=path,
+                    min_confidence=conf,
+                    limit=limit,
+                )
+            )
+
+    def repo_map(
+        self, query: str | None = None, *, budget: int | None = None, format: str = "text"
+    ) -> dict[str, Any]:
+        """A repository map within ``budget`` tokens (``Index.repo_map``; default: a quarter
+        of ``assembly.budget``), from the served generation's graph."""
+        s = self._settings
+        if query is not None:
+            query = self._check_query(query)
+        tokens = self._check_int(
+            "budget", max(1, s.assembly.budget // 4) if budget is None else budget, 1, 10**6
+        )
+        counter = s.assembly.counter
+        with self._use_reader() as r:
+            return self._bounded(
+                lambda: r.index.repo_map(query, budget=tokens, format=format, counter=counter)
+            )
+
     def status(self) -> dict[str, Any]:
         """``IndexStatus.to_dict()`` plus the engine's generation, caches, batcher and jobs."""
         with self._use_reader() as r:

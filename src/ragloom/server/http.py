@@ -497,6 +497,12 @@ def _request_models(limits: _Limits) -> dict[str, type[BaseModel]]:
             description="Rendering of the context [server default: settings.assembly.format].",
         )
         sources: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = sources_field
+        structure: Literal["off", "signatures", "bodies"] | None = Field(
+            default=None,
+            description="Add the signatures (or bodies) of what the selected code calls and of "
+            "what calls it, within the same budget, each part marked with its relation "
+            "[server default: settings.assembly.structure].",
+        )
 
     class FeedbackRequest(BaseModel):
         """Relevance feedback on one chunk of an answer."""
@@ -546,12 +552,63 @@ def _request_models(limits: _Limits) -> dict[str, type[BaseModel]]:
             max_length=MAX_USED_CHUNKS, description="Chunk ids (hit_ids or parts' chunk_id)."
         )
 
+    class GraphRequest(BaseModel):
+        """A symbol of the code graph: a name, ``Class.method``, a chunk id or ``path:line``."""
+
+        model_config = ConfigDict(
+            extra="forbid",
+            strict=True,
+            json_schema_extra={"examples": [{"symbol": "Client.send", "limit": 50}]},
+        )
+
+        symbol: str = Field(min_length=1, max_length=2000, description="The symbol asked about.")
+        path: str | None = Field(
+            default=None, max_length=4000, description="Only definitions in this file."
+        )
+        min_confidence: float | None = Field(
+            default=None,
+            ge=0.0,
+            le=1.0,
+            description="Leave out references resolved with less confidence (default 0.5; 1.0: "
+            "by scope or import, 0.9: through self or a class, lower: by name alone).",
+        )
+        limit: int = Field(default=200, ge=1, le=10_000, description="Most rows returned.")
+
+    class MapRequest(BaseModel):
+        """A repository map: files with their most relevant signatures within a budget."""
+
+        model_config = ConfigDict(
+            extra="forbid",
+            strict=True,
+            json_schema_extra={"examples": [{"query": "retry a failed request", "budget": 1024}]},
+        )
+
+        query: str | None = Field(
+            default=None,
+            min_length=1,
+            max_length=limits.max_query_chars,
+            description="Personalise the ranking to this question (omitted: the whole "
+            "repository's PageRank).",
+        )
+        budget: int | None = Field(
+            default=None,
+            ge=1,
+            le=limits.max_budget,
+            description="Token budget of the map, counted exactly and never exceeded "
+            "[server default: a quarter of settings.assembly.budget].",
+        )
+        format: Literal["text", "markdown", "json"] = Field(
+            default="text", description="Rendering of the map text."
+        )
+
     del strict
     return {
+        "map": MapRequest,
         "search": SearchRequest,
         "context": ContextRequest,
         "feedback": FeedbackRequest,
         "usage": UsageRequest,
+        "graph": GraphRequest,
     }
 
 
@@ -898,6 +955,8 @@ def create_app(engine: "ServingEngine") -> FastAPI:
     ContextRequest = models["context"]
     FeedbackRequest = models["feedback"]
     UsageRequest = models["usage"]
+    GraphRequest = models["graph"]
+    MapRequest = models["map"]
     token = api_token(engine)
 
     app = FastAPI(
@@ -907,6 +966,11 @@ def create_app(engine: "ServingEngine") -> FastAPI:
         openapi_tags=[
             {"name": "retrieval", "description": "Search and context assembly."},
             {"name": "index", "description": "Status and background re-indexing."},
+            {
+                "name": "graph",
+                "description": "The code graph: definitions, references, callers, callees "
+                "and the repository map (docs/graph.md).",
+            },
             {"name": "feedback", "description": "Relevance feedback (tamma phase 7)."},
             {"name": "operations", "description": "Health and metrics."},
         ],
@@ -986,7 +1050,67 @@ def create_app(engine: "ServingEngine") -> FastAPI:
             strategy=b.strategy,
             format=b.format,
             sources=b.sources,
+            structure=b.structure,
         )
+        return JSONResponse(answer)
+
+    def _graph_route(query: str, summary: str, doc: str) -> None:
+        async def route(body: GraphRequest) -> JSONResponse:  # type: ignore[valid-type]
+            b: Any = body
+            answer = await run_in_threadpool(
+                engine.graph,
+                query,
+                b.symbol,
+                path=b.path,
+                min_confidence=b.min_confidence,
+                limit=b.limit,
+            )
+            return JSONResponse(answer)
+
+        route.__doc__ = doc
+        app.post(
+            f"/{query}",
+            tags=["graph"],
+            responses=_errors(404, 503, 504),
+            summary=summary,
+            operation_id=f"graph_{query}",
+        )(route)
+
+    _graph_route(
+        "defs",
+        "Where a symbol is defined",
+        "The definitions a symbol names (a bare name matches the last component).",
+    )
+    _graph_route(
+        "refs",
+        "Every reference to a symbol",
+        "Calls, uses as a value, imports, inheritance and type uses of the symbol, each with "
+        "its path, line, the definition it sits in and how sure its resolution is.",
+    )
+    _graph_route(
+        "callers",
+        "What calls a symbol",
+        "The definitions that call the symbol (or use it as a value), most certain first.",
+    )
+    _graph_route(
+        "callees",
+        "What a symbol calls",
+        "The definitions the symbol calls (or uses as a value), most certain first.",
+    )
+
+    @app.post(
+        "/map",
+        tags=["graph"],
+        responses=_errors(503, 504),
+        summary="A repository map within a token budget",
+        operation_id="repo_map",
+    )
+    async def repo_map(body: MapRequest) -> JSONResponse:  # type: ignore[valid-type]
+        """Files with their most relevant signatures (functions, classes, methods), ranked by
+        PageRank over the code graph personalised to the question, filling the budget exactly
+        (never over it): an overview of the repository for an agent's first step."""
+        b: Any = body
+        answer = await run_in_threadpool(engine.repo_map, b.query, budget=b.budget, format=b.format)
         return JSONResponse(answer)
 
     @app.get(

@@ -29,6 +29,7 @@ from ragloom.retrieve.roles import FileRole
 from ragloom.telemetry import Telemetry, get_telemetry
 
 if TYPE_CHECKING:
+    from ragloom.graph import CodeGraph
     from ragloom.index.store import ChunkRow
 
 __all__ = [
@@ -80,6 +81,10 @@ class RankingSource(Protocol):
 
     def pool_vectors(self, rowids: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored unit vectors of ``rowids`` (those that have one)."""
+        ...
+
+    def code_graph(self) -> CodeGraph | None:
+        """The code graph of the published generation (None: the index keeps none)."""
         ...
 
 

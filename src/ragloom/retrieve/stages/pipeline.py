@@ -3,7 +3,8 @@
 A strategy name is a base (``hybrid``, ``hybrid-mmr``, ``dense``, ``sparse``) and modifiers:
 ``+raw`` (every query step off), ``+seed`` (the seed's RRF and none of the tuned ranking steps),
 ``+changes`` / ``+lookup`` (history weights), ``+learned`` / ``+handset`` (the learned
-ranking stage on or off, issue 22), and ``+no-NAME`` for one query step
+ranking stage on or off, issue 22), ``+graph`` / ``+no-graph`` (graph evidence on or off,
+issue 24), and ``+no-NAME`` for one query step
 (:data:`QUERY_STEP_FLAGS`), one tuned ranking step (:data:`RANKING_STEPS`) or one other stage
 (:data:`STAGE_STEPS`). :func:`build_stages` turns the parsed name into the stage list, in this
 order:
@@ -16,6 +17,7 @@ priors      hybrid, tuned                               ``+no-priors`` (parts: r
 issue       hybrid, tuned, a question read as an issue  ``+no-issue`` (the query step)
 history     hybrid, tuned                               ``+no-history``
 filerank    hybrid, tuned                               ``+no-filerank``
+graph       hybrid, with ``+graph`` (GRAPH_DEFAULT)      ``+no-graph``
 language    hybrid, when the question names a language  ``+no-language`` (the query step)
 exact       every strategy, when an entity is sure      ``+no-exact`` (the query step)
 learned     hybrid, issues and change requests          ``+handset``
@@ -51,6 +53,7 @@ from ragloom.retrieve.stages.exact import ExactStage
 from ragloom.retrieve.stages.features import TapStage, tap_features
 from ragloom.retrieve.stages.filerank import FileRankStage
 from ragloom.retrieve.stages.fusion import FusionStage
+from ragloom.retrieve.stages.graph import GRAPH_DEFAULT, GraphStage
 from ragloom.retrieve.stages.heads import HeadsStage
 from ragloom.retrieve.stages.history import HistoryStage
 from ragloom.retrieve.stages.issue import IssueStage
@@ -129,6 +132,13 @@ class SearchSpec:
     change request, ``DEFAULT_WEIGHTS`` otherwise); ``+changes`` and ``+lookup`` force one."""
     learned: bool | None = None
     """``+learned`` (True) or ``+handset`` (False); None: :data:`LEARNED_DEFAULT`."""
+    graph: bool | None = None
+    """``+graph`` (True) or ``+no-graph`` (False); None: :data:`GRAPH_DEFAULT`."""
+
+    def runs_graph(self) -> bool:
+        """True when the graph-evidence stage runs (hybrid strategies, tuned)."""
+        on = GRAPH_DEFAULT if self.graph is None else self.graph
+        return on and self.tuned and isinstance(self.strategy, Hybrid)
 
     def learned_questions(self) -> str:
         """Which questions the learned stage re-orders (``off``: it does not run)."""
@@ -171,8 +181,11 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
     off: set[str] = set()
     history: HistoryWeights | None = None
     learned: bool | None = None
+    graph: bool | None = None
     for mod in parts[1:]:
-        if mod in HISTORY_PROFILES:
+        if mod in ("graph", "no-graph"):
+            graph = mod == "graph"
+        elif mod in HISTORY_PROFILES:
             history = HISTORY_PROFILES[mod]
         elif mod in ("learned", "handset"):
             learned = mod == "learned"
@@ -192,9 +205,9 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
         else:
             raise ConfigError(
                 f"unknown strategy modifier {mod!r} in {spec!r}; use +raw, +seed, +changes, "
-                f"+lookup, +learned, +handset or +no-STEP with STEP in {_steps_hint()}"
+                f"+lookup, +learned, +handset, +graph or +no-STEP with STEP in {_steps_hint()}"
             )
-    return SearchSpec(strategy, qc, "+".join(parts), tuned, frozenset(off), history, learned)
+    return SearchSpec(strategy, qc, "+".join(parts), tuned, frozenset(off), history, learned, graph)
 
 
 def tuned_steps(spec: SearchSpec, strategy: RetrievalStrategy) -> frozenset[str]:
@@ -227,6 +240,8 @@ def build_stages(
         stages.append(HistoryStage())
     if "filerank" in steps:
         stages.append(FileRankStage())
+    if spec.runs_graph():
+        stages.append(GraphStage())
     if hybrid:
         stages.append(LanguageStage())
     stages.append(ExactStage())

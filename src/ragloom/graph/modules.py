@@ -1,0 +1,155 @@
+"""Where an import points: module names and package folders mapped to the files of the index.
+
+Each language names modules its own way (docs/graph.md): Python by dotted module (relative ones
+against the importing file's package), JavaScript and TypeScript by a path without its
+extension, Go by the package folder's import path, Java by package and class, Rust by a
+``crate::``/``super::`` path. :class:`ModuleMap` answers "which indexed files does this import
+mean" for each, best effort: an import it cannot place (a third-party package) gives nothing,
+and the graph then drops the names it binds instead of guessing.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from collections.abc import Iterable
+
+__all__ = ["ModuleMap", "python_module"]
+
+_JS_EXTS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".d.ts")
+_JS_LANGS = frozenset({"javascript", "typescript", "tsx"})
+
+
+def python_module(path: str) -> str:
+    """Dotted module of a Python file (``src/`` layouts and ``__init__`` handled)."""
+    stem, dot, ext = path.rpartition(".")
+    base = stem if dot and "/" not in ext else path
+    parts = [p for p in base.split("/") if p]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    if len(parts) > 1 and parts[0] == "src":
+        parts.pop(0)
+    return ".".join(parts)
+
+
+def _js_key(path: str) -> str:
+    for ext in sorted(_JS_EXTS, key=len, reverse=True):
+        if path.endswith(ext):
+            path = path[: -len(ext)]
+            break
+    if path.endswith("/index"):
+        path = path[: -len("/index")]
+    return path
+
+
+class ModuleMap:
+    """The indexed files by the names imports use for them."""
+
+    def __init__(self, files: Iterable[tuple[str, str]]) -> None:
+        """``files``: (path, language) of every code file of the index."""
+        self.py: dict[str, str] = {}
+        self.py_suffix: dict[str, list[str]] = defaultdict(list)
+        self.js: dict[str, str] = {}
+        self.dirs: dict[str, list[str]] = defaultdict(list)  # folder -> files (Go, Java, Rust)
+        self.language: dict[str, str] = {}
+        for path, language in files:
+            self.language[path] = language
+            self.dirs[posixpath.dirname(path)].append(path)
+            if language == "python":
+                mod = python_module(path)
+                if mod:
+                    self.py.setdefault(mod, path)
+            elif language in _JS_LANGS:
+                self.js.setdefault(_js_key(path), path)
+        self.py_packages: set[str] = set()
+        """Dotted names of folders holding Python modules (namespace packages included)."""
+        for mod, path in self.py.items():
+            comps = mod.split(".")
+            for k in range(1, len(comps)):
+                self.py_suffix[".".join(comps[k:])].append(path)
+                self.py_packages.add(".".join(comps[:k]))
+
+    # -- Python ------------------------------------------------------------------------------
+    def python_absolute(self, importer: str, module: str) -> str | None:
+        """The dotted module ``module`` (relative ones with their leading dots) names from the
+        file ``importer``, resolved to a dotted name of this index, or None."""
+        if module.startswith("."):
+            level = len(module) - len(module.lstrip("."))
+            rest = module[level:]
+            base = python_module(importer).split(".")
+            if not importer.endswith("__init__.py"):
+                base = base[:-1]
+            if level > 1:
+                base = base[: len(base) - (level - 1)] if level - 1 <= len(base) else []
+            full = ".".join([*base, rest] if rest else base)
+            return full if full in self.py or full in self.py_packages else None
+        if module in self.py or module in self.py_packages:
+            return module
+        # a package laid out below a folder this index does not treat as a root (lib/, python/)
+        found = self.py_suffix.get(module)
+        if found and len(found) == 1:
+            return python_module(found[0])
+        return None
+
+    def python_file(self, module: str) -> str | None:
+        return self.py.get(module)
+
+    # -- JavaScript / TypeScript -------------------------------------------------------------
+    def js_file(self, importer: str, spec: str) -> str | None:
+        if spec.startswith("."):
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(importer), spec))
+            return self.js.get(_js_key(target)) or self.js.get(target)
+        # path aliases (``@/lib/x``, ``~/x``): match by the path's tail
+        tail = spec.split("/", 1)[1] if spec[:1] in "@~" and "/" in spec else None
+        if tail:
+            hits = [p for k, p in self.js.items() if k == tail or k.endswith("/" + tail)]
+            if len(hits) == 1:
+                return hits[0]
+        return None
+
+    # -- folders: Go packages, Java packages, Rust modules -----------------------------------
+    def package_files(self, import_path: str, sep: str = "/") -> list[str]:
+        """The files of the indexed folder whose path ends with the import path's longest
+        matching tail (Go ``github.com/o/r/sub/pkg`` -> ``sub/pkg``; Java ``a.b`` -> ``a/b``)."""
+        comps = [c for c in import_path.split(sep) if c]
+        for k in range(len(comps)):
+            tail = "/".join(comps[k:])
+            hits = [d for d in self.dirs if d == tail or d.endswith("/" + tail)]
+            if len(hits) == 1:
+                return self.dirs[hits[0]]
+            if hits:
+                return []
+        return []
+
+    def rust_files(self, importer: str, path: str) -> list[str]:
+        """Files a Rust ``use`` path (``crate::a::b``, ``super::x``, ``self::y``) may name."""
+        comps = [c for c in path.split("::") if c]
+        if not comps:
+            return []
+        here = posixpath.dirname(importer)
+        if comps[0] == "crate":
+            comps = comps[1:]
+            base = self._crate_src(importer)
+        elif comps[0] in {"super", "self"}:
+            base = here
+            while comps and comps[0] in {"super", "self"}:
+                if comps.pop(0) == "super":
+                    base = posixpath.dirname(base)
+        else:
+            return []
+        for k in range(len(comps), -1, -1):
+            stem = posixpath.join(base, *comps[:k]) if comps[:k] else base
+            for cand in (stem + ".rs", stem + "/mod.rs"):
+                if cand in self.language:
+                    return [cand]
+            if k == 0 and (base + "/lib.rs") in self.language:
+                return [base + "/lib.rs"]
+        return []
+
+    def _crate_src(self, importer: str) -> str:
+        d = posixpath.dirname(importer)
+        while d:
+            if posixpath.basename(d) == "src":
+                return d
+            d = posixpath.dirname(d)
+        return posixpath.dirname(importer)

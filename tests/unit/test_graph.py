@@ -124,12 +124,21 @@ def test_python_resolution(pyrepo: Path) -> None:
     assert not g.definitions("dumps")
 
 
-def test_unknown_attribute_is_not_a_certain_caller(pyrepo: Path) -> None:
+def test_instances_resolve_through_what_made_them(pyrepo: Path) -> None:
     g = build(pyrepo).graph()
-    run_defs = g.definitions("run")
-    assert len(run_defs) == 2
-    # obj.run() in main: obj's type is unknown, two definitions share the name
-    for d in run_defs:
+    impl_run = _one(g, "Impl.run")
+    base_run = _one(g, "Base.run")
+    # obj = make() with ``def make() -> Impl``: obj.run() is Impl.run, by the return type
+    assert ("main.py", "main", 0.9) in {(c.path, c.symbol, conf) for c, conf in g.callers(impl_run)}
+    assert ("main.py", "main") not in {
+        (c.path, c.symbol) for c, _ in g.callers(base_run, min_confidence=0.0)
+    }
+
+
+def test_unknown_receiver_is_not_a_certain_caller(tmp_path: Path) -> None:
+    write(tmp_path, {**PY_FILES, "main.py": "def main(obj):\n    return obj.run()\n"})
+    g = build(tmp_path).graph()
+    for d in g.definitions("run"):
         assert ("main.py", "main") not in {(c.path, c.symbol) for c, _ in g.callers(d.id)}
         weak = g.callers(d.id, min_confidence=0.0)
         assert ("main.py", "main") in {(c.path, c.symbol) for c, _ in weak}
@@ -250,3 +259,30 @@ def test_typescript_imports_and_this(tmp_path: Path) -> None:
     assert ("src/lib/http.ts", "Client.get") in {
         (d.path, d.symbol) for d, _ in g.callers(method.id)
     }
+
+
+def test_worker_process_makes_the_same_records(
+    pyrepo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragloom.index import graphwork
+
+    inline = edges(build(pyrepo).graph())
+    other = tmp_path / "other"
+    shutil.copytree(pyrepo, other, ignore=shutil.ignore_patterns(".ragloom"))
+    monkeypatch.setattr(graphwork, "GRAPH_WORKER_MIN_FILES", 1)
+    started: list[bool] = []
+    real_start = graphwork.GraphWorker.start
+
+    def start(self: graphwork.GraphWorker) -> bool:
+        started.append(real_start(self))
+        return started[-1]
+
+    monkeypatch.setattr(graphwork.GraphWorker, "start", start)
+    assert edges(build(other).graph()) == inline
+    assert started == [True]
+    # turned off by the environment: inline again, same records
+    monkeypatch.setenv("RAGLOOM_GRAPH_WORKER", "0")
+    third = tmp_path / "third"
+    shutil.copytree(pyrepo, third, ignore=shutil.ignore_patterns(".ragloom"))
+    assert edges(build(third).graph()) == inline
+    assert started == [True]

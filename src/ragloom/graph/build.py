@@ -30,6 +30,7 @@ import numpy as np
 from ragloom.graph.model import Definition
 from ragloom.graph.modules import ModuleMap
 from ragloom.index.store import GraphDefRow
+from ragloom.ingest.binds import RETURNS
 from ragloom.ingest.filegraph import FileGraph, Row
 from ragloom.ingest.refs import REF_KINDS, Ref
 
@@ -129,11 +130,11 @@ class _Resolver:
         else:
             self.local_binds[owner].setdefault(name, typ)
 
-    def type_node(self, path: str, typ: str) -> int | None:
+    def type_node(self, path: str, typ: str, depth: int = 0) -> int | None:
         """The class a type written in ``path`` names (through the file's own names and
-        imports), or None."""
+        imports), or None. A function stands for what it returns (its declared result)."""
         s = self.scopes.get(path)
-        if s is None:
+        if s is None or depth > 3:
             return None
         if "." not in typ:
             got = self.bare(s, typ, None)
@@ -143,8 +144,14 @@ class _Resolver:
             if q in s.modules:
                 found = self.member_of_module(s.modules[q], name)
                 got = [(found, CONF_EXACT)] if found is not None else None
-        if got and len(got) == 1 and self.defs[got[0][0]].kind in _TYPE_KINDS:
-            return got[0][0]
+        if not got or len(got) != 1:
+            return None
+        node = got[0][0]
+        if self.defs[node].kind in _TYPE_KINDS:
+            return node
+        result = self.local_binds.get(node, {}).get(RETURNS)
+        if result is not None:  # ``x = make()`` with ``def make() -> Client``
+            return self.type_node(self.defs[node].path, result, depth + 1)
         return None
 
     def type_of(self, s: _Scope, q: str, owner: int | None, depth: int = 0) -> int | None:

@@ -42,6 +42,7 @@ from ragloom.embed.cache import VectorCache
 from ragloom.embed.document import embedding_key
 from ragloom.errors import DbError
 from ragloom.index.bm25 import TantivyBm25, bm25_document
+from ragloom.index.graphwork import GraphWorker
 from ragloom.index.store import FileRow, Store
 from ragloom.index.vectors import HnswVectors, is_live, live_vectors
 from ragloom.ingest.filegraph import FILE_GRAPH_VERSION, FileGraph
@@ -329,6 +330,7 @@ def scan_tree(
     progress: ProgressFn = _no_progress,
     verify: Collection[str] | None = None,
     settled_before: float | None = None,
+    graph_worker: GraphWorker | None = None,
 ) -> tuple[list[ParsedFile], list[str]]:
     """Steps 1 and 2 of an update, shared by every storage backend: walk ``root``, hash each
     file, compare with ``known`` (the published files) and parse the changed ones into chunks.
@@ -396,8 +398,17 @@ def scan_tree(
     # 2. parse
     parsed: list[ParsedFile] = []
     progress("parse", 0, len(changed))
+    worker = None
+    if graph_worker is not None:
+        n_code = sum(1 for sf, _, _ in changed if graph_worker.is_code(sf.rel))
+        if graph_worker.wanted(n_code) and graph_worker.start():
+            worker = graph_worker
     for i, (sf, data, digest) in enumerate(changed, 1):
-        chunks, graph = parse_file(sf.rel, data, digest)
+        if worker is not None and worker.is_code(sf.rel):
+            chunks, graph = parse_file(sf.rel, data, digest, refs=False)[0], None
+            worker.submit(sf.rel, data, digest)
+        else:
+            chunks, graph = parse_file(sf.rel, data, digest)
         parsed.append(ParsedFile(sf, digest, chunks, graph))
         progress("parse", i, len(changed))
     stats.timings["parse"] = time.perf_counter() - t1
@@ -428,8 +439,6 @@ def update_index(
     update's new rows only, instead of two anti-joins over the whole store (430 and 300 ms at
     100k chunks); rows an earlier run left without a vector wait for the next full update (the
     watcher's start and its rescans)."""
-    from ragloom.ingest.chunker import detect_language
-
     t0 = time.perf_counter()
     stats = IndexStats(model_changed=model_changed)
     # 0. an update killed before it published is undone (readers never saw it), and the
@@ -440,16 +449,48 @@ def update_index(
     # rows above it are this update's (for ``recent_only``)
     _, since = store.published()
     # 1. walk and hash, 2. parse
-    parsed, removed = scan_tree(
-        root,
-        index_dir,
-        store.files(),
-        stats,
-        max_file_bytes=max_file_bytes,
-        progress=progress,
-        verify=verify,
-        settled_before=_settled_before(store) if trust_stat else None,
-    )
+    worker = GraphWorker()
+    try:
+        parsed, removed = scan_tree(
+            root,
+            index_dir,
+            store.files(),
+            stats,
+            max_file_bytes=max_file_bytes,
+            progress=progress,
+            verify=verify,
+            settled_before=_settled_before(store) if trust_stat else None,
+            graph_worker=worker,
+        )
+        return _apply_update(
+            root, index_dir, store, embedder, stats, parsed, removed, worker, t0, since,
+            progress=progress, on_bm25_ready=on_bm25_ready, cache=cache,
+            recent_only=recent_only,
+        )  # fmt: skip
+    finally:
+        worker.close()
+
+
+def _apply_update(
+    root: Path,
+    index_dir: Path,
+    store: Store,
+    embedder: Embedder | None,
+    stats: IndexStats,
+    parsed: list[ParsedFile],
+    removed: list[str],
+    worker: GraphWorker,
+    t0: float,
+    since: int,
+    *,
+    progress: ProgressFn,
+    on_bm25_ready: Callable[[], None] | None,
+    cache: VectorCache | None,
+    recent_only: bool,
+) -> IndexStats:
+    """Steps 3 to 8 of :func:`update_index` (its docstring and the module's)."""
+    from ragloom.ingest.chunker import detect_language
+
     scan_started = time.time() - (time.perf_counter() - t0)
     t2 = time.perf_counter()
 
@@ -498,6 +539,14 @@ def update_index(
         vectors = add_known_vectors(store, spec, progress)
     t4 = time.perf_counter()
     stats.timings["bm25"] = t4 - t3
+
+    if worker.active:  # the worker's graph records, written before the publish shows them
+        records = worker.results()
+        with store.transaction() as conn:
+            for rel, (digest, blob) in records.items():
+                if blob is not None:
+                    store.put_file_graph(conn, rel, digest, blob)
+        stats.timings["graph_wait"] = time.perf_counter() - t4
 
     # 5. publish; BM25 then drops the rows the new generation replaced
     stats.generation = store.publish()

@@ -19,7 +19,7 @@ from typing import Any
 
 from ragloom.ingest.refs import Ref
 
-__all__ = ["extract_binds"]
+__all__ = ["RETURNS", "extract_binds"]
 
 _Node = Any
 _SELF = {
@@ -281,6 +281,21 @@ _TYPES: dict[str, tuple[str, ...]] = {
     "java": ("formal_parameter", "local_variable_declaration", "field_declaration"),
     "rust": ("parameter", "let_declaration"),
 }
+RETURNS = "()"
+"""The name of a ``bind`` record that says what a function returns (owned by the function)."""
+_RETURN_FIELDS: dict[str, tuple[str, str]] = {
+    # node type -> (field of the return type, field of the name)
+    "function_definition": ("return_type", "name"),  # python
+    "function_declaration": ("return_type", "name"),  # js/ts
+    "method_definition": ("return_type", "name"),  # js/ts
+    "method_declaration": ("type", "name"),  # java
+    "function_item": ("return_type", "name"),  # rust
+}
+_TYPES["python"] += ("function_definition",)
+_TYPES["typescript"] += ("function_declaration", "method_definition")
+_TYPES["java"] += ("method_declaration",)
+_TYPES["rust"] += ("function_item",)
+_TYPES["go"] += ("function_declaration", "method_declaration")
 _TYPES["tsx"] = _TYPES["typescript"]
 _NARROW: dict[tuple[str, str], str] = {
     # only the assignments that can say a type: a call on the right, or an annotation
@@ -306,6 +321,21 @@ def _query(language: str) -> Any:
     return q
 
 
+def _returns(n: _Node, language: str) -> Ref | None:
+    """``bind`` ``()`` -> the type a function's declared result names."""
+    if language == "go" and n.type in {"function_declaration", "method_declaration"}:
+        typ = n.child_by_field_name("result")
+    else:
+        fields = _RETURN_FIELDS.get(n.type)
+        if fields is None:
+            return None
+        typ = n.child_by_field_name(fields[0])
+    name = n.child_by_field_name("name")
+    if typ is None or name is None:
+        return None
+    return _bind(name, RETURNS, _type_name(typ, language))
+
+
 def extract_binds(language: str, root: _Node) -> list[Ref]:
     """The ``bind`` records of one parsed file, in source order (see the module docstring)."""
     if language not in _TYPES:
@@ -316,6 +346,11 @@ def extract_binds(language: str, root: _Node) -> list[Ref]:
 
         nodes = QueryCursor(_query(language)).captures(root).get("n", [])
         for n in nodes:
+            if n.type in _RETURN_FIELDS:
+                r = _returns(n, language)
+                if r is not None:
+                    out.append(r)
+                continue
             if language == "python":
                 r = _python(n)
                 if r is not None:

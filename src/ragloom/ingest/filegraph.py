@@ -29,7 +29,7 @@ from ragloom.types import Chunk
 
 __all__ = ["FILE_GRAPH_VERSION", "FileGraph", "Row", "owners_of"]
 
-FILE_GRAPH_VERSION = 3
+FILE_GRAPH_VERSION = 5
 """Version of what the extractor finds and of the stored form: an index whose records were
 made by another version extracts them again (``meta graph_version``)."""
 
@@ -66,6 +66,27 @@ def owners_of(chunks: Sequence[Chunk], byte: Sequence[int]) -> list[int]:
     return owner.tolist()
 
 
+def _python_kept(chunks: Sequence[Chunk], refs: Sequence[Ref]) -> Sequence[Ref]:
+    """The references of a Python file less the bare reads that cannot name a definition.
+
+    Python's names are lexical: a bare name the file neither defines at its top level nor
+    imports is a local, a parameter or a builtin, and the graph never resolves it (without a
+    ``*`` import). Those reads are about half of a Python file's references; leaving them out
+    here saves storing and reading them."""
+    names = {c.symbol for c in chunks if c.parent_id is None and "." not in c.symbol}
+    for r in refs:
+        if r.kind == "import":
+            if r.name == "*":
+                return refs
+            if r.alias:
+                names.add(r.alias)
+            elif r.name:
+                names.add(r.name)
+            elif r.module:
+                names.add(r.module.split(".")[0])
+    return [r for r in refs if r.kind != "read" or r.qualifier is not None or r.name in names]
+
+
 @dataclass(frozen=True, slots=True)
 class FileGraph:
     """The references of one file version, each with the chunk holding it.
@@ -81,6 +102,8 @@ class FileGraph:
 
     @classmethod
     def build(cls, chunks: Sequence[Chunk], refs: Sequence[Ref]) -> FileGraph:
+        if chunks and chunks[0].language == "python":
+            refs = _python_kept(chunks, refs)
         if not refs:
             return cls(tuple(c.id for c in chunks), tuple([] for _ in range(8)))
         cols = map(list, zip(*map(_COLUMNS, refs), strict=True))

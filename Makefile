@@ -7,7 +7,7 @@ DEMO_PATH ?= .
 DEMO_QUERY ?= $(shell cat scripts/demo-query.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: bench-live demo test lint unit fuzz apifuzz bench eval eval-git eval-swebench eval-data clean model ltr
+.PHONY: bench-live bench-graph demo test lint unit fuzz apifuzz bench eval eval-git eval-swebench eval-refs eval-data clean model ltr
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -79,6 +79,24 @@ eval-git: $(STAMP)
 	$(PY) scripts/build_git_eval.py --out eval-out/git --mirror-root "$(MIRROR)"
 	for r in $(GIT_EVAL_REPOS); do $(VENV)/bin/ragloom index eval-out/git/$$r/corpus --no-progress --no-history || exit 1; done
 	$(PY) scripts/eval_git.py --out eval-out/git --mirror-root "$(MIRROR)" --strategy sparse --strategy dense --strategy hybrid --strategy hybrid+seed --strategy hybrid+raw --strategy hybrid+no-history --strategy hybrid+lookup --strategy hybrid+changes --strategy hybrid+no-roles --strategy hybrid+no-decl --markdown eval-out/git/results-history.md
+
+# The code graph's references against jedi (issue 24, docs/graph.md "Agreement with jedi"): four
+# outside Python repositories at pinned commits, cloned from their mirrors under $(MIRROR); jedi's
+# answers are cached in eval-out/refs/cache (about 5 minutes the first time, seconds after).
+REFS_REPOS ?= encode+starlette:cb8f84f5284dc301ca7a31eb732b9e140769dd48 Delgan+loguru:2a17be730e111cf874d0bf967c4c5da15b7e4670 encode+uvicorn:e6c7ce791fc634b6eedee40e0d0207faa8a9aefd Textualize+rich:42899d8a0a96b121a514516f4be9db44ff7aeaf3
+eval-refs: $(STAMP)
+	$(PY) -m pip install -q 'jedi>=0.19'
+	@mkdir -p eval-out/refs
+	@for spec in $(REFS_REPOS); do name=$${spec%%:*}; commit=$${spec##*:}; dir=eval-out/refs/$${name#*+}; \
+	  if [ ! -d $$dir ]; then git clone -q --shared --no-checkout "$(MIRROR)/$$name/repo" $$dir || exit 1; fi; \
+	  git -C $$dir checkout -q --detach $$commit || exit 1; done
+	$(PY) scripts/eval_refs.py --cache eval-out/refs/cache --n 300 --rebuild --require 0.9,0.9 \
+	  $(foreach spec,$(REFS_REPOS),--repo eval-out/refs/$(lastword $(subst +, ,$(firstword $(subst :, ,$(spec))))))
+
+# What the code graph costs: cold indexing of this repository with and without it (docs/graph.md).
+bench-graph: $(STAMP)
+	$(PY) scripts/bench_graph.py --runs 5
+	$(PY) scripts/bench_graph.py --runs 5 --history
 
 # Issue localisation on SWE-bench Verified (issue 21, docs/evaluation.md "SWE-bench localisation"):
 # needs the mirrors of ITMO-NSS-team/chronorepo_icdm26 (the data) and of sympy, sphinx, astropy,

@@ -286,3 +286,26 @@ def test_worker_process_makes_the_same_records(
     shutil.copytree(pyrepo, third, ignore=shutil.ignore_patterns(".ragloom"))
     assert edges(build(third).graph()) == inline
     assert started == [True]
+
+
+def test_graph_stage_spreads_along_edges(pyrepo: Path) -> None:
+    from ragloom.errors import ConfigError
+    from ragloom.retrieve.stages.pipeline import parse_search_spec
+
+    assert parse_search_spec("hybrid+graph=0.5").graph_weight == 0.5
+    assert parse_search_spec("hybrid+graph").graph is True
+    assert parse_search_spec("hybrid").runs_graph() is False  # off by default
+    with pytest.raises(ConfigError):
+        parse_search_spec("hybrid+graph=-1")
+    idx = build(pyrepo)
+    plain = idx.search("step then stop", top_k=10, strategy="hybrid")
+    spread = idx.search("step then stop", top_k=10, strategy="hybrid+graph=1.0", explain=True)
+    assert {h.id for h in spread.hits} >= {h.id for h in plain.hits[:3]}
+    noted = [h for h in spread.hits if "graph" in h.explain]
+    assert noted, "no hit gained from the graph"
+    # the neighbours of the best hit gained in proportion to the weight
+    weak = idx.search("step then stop", top_k=10, strategy="hybrid+graph=0.01", explain=True)
+    gains = {h.id: h.explain["graph"] for h in weak.hits if "graph" in h.explain}
+    strong = {h.id: h.explain["graph"] for h in noted}
+    shared = set(gains) & set(strong)
+    assert shared and all(strong[i] > gains[i] for i in shared)

@@ -59,6 +59,7 @@ def progress_bars(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
         "bm25": "bm25",
         "embed": "embed",
         "vectors": "vectors",
+        "graph": "graph",
     }
     with Progress(
         TextColumn("{task.description:<11}"),

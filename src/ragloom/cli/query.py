@@ -61,7 +61,8 @@ def _hit_json(hit: Any, explain: bool) -> dict[str, object]:
     show_default=True,
     help="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed (seed RRF defaults), "
     "+changes / +lookup (history weighed as for a change request / a lookup, whatever the "
-    "question) or +no-STEP (STEP: expand, synonyms, "
+    "question), +graph[=W] (relevance spread along the code graph; off by default) or "
+    "+no-STEP (STEP: expand, synonyms, "
     "entities, exact, decompose, language, roles, decl, filerank, history) "
     "[config: ranking.strategy].",
 )

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from ragloom.embed.document import embedding_key
 from ragloom.index.backend import StorageBackend
+from ragloom.index.graphwork import backfill_records
 from ragloom.index.indexer import EMBED_COMMIT_BATCH, IndexStats, ProgressFn, scan_tree
-from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES
 
 if TYPE_CHECKING:
@@ -46,34 +46,9 @@ def graph_backfill(
     progress: ProgressFn = _no_progress,
 ) -> list[tuple[str, str, bytes]]:
     """(path, hash, record) for the published code files without a current graph record,
-    leaving out ``skip`` (the files this update writes or removes anyway).
-
-    Each is read from ``root`` and parsed once more (as the embedded indexer's
-    ``_backfill_graphs`` does); a file whose bytes no longer match its stored hash is left to
-    the next update, which writes its record with its new chunks, and a file without a
-    record (an empty one) gives none."""
-    from ragloom.ingest.chunker import parse_file
-    from ragloom.ingest.languages import CODE_SPECS
-
-    todo = [(p, h) for p, h in backend.files_without_graph(list(CODE_SPECS)) if p not in skip]
-    out: list[tuple[str, str, bytes]] = []
-    if not todo:
-        return out
-    progress("graph", 0, len(todo))
-    for i, (path, digest) in enumerate(todo, 1):
-        try:
-            data = (root / path).read_bytes()
-        except OSError:
-            continue
-        if file_hash(data) != digest:
-            continue
-        _, graph = parse_file(path, data, digest)
-        if graph is not None:
-            out.append((path, digest, graph.to_blob()))
-        if i % 200 == 0:
-            progress("graph", i, len(todo))
-    progress("graph", len(todo), len(todo))
-    return out
+    leaving out ``skip`` (the files this update writes or removes anyway): the embedded
+    indexer's backfill (:func:`~ragloom.index.graphwork.backfill_records`) on ``backend``."""
+    return backfill_records(root, backend.files_without_graph, skip, progress)
 
 
 def index_into(

@@ -18,11 +18,13 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
 
 from ragloom.ingest.languages import CODE_SPECS, detect_language
 
-__all__ = ["GRAPH_WORKER_MIN_FILES", "GraphWorker", "graph_record"]
+__all__ = ["GRAPH_WORKER_MIN_FILES", "GraphWorker", "backfill_records", "graph_record"]
 
 log = logging.getLogger("ragloom.index")
 
@@ -101,3 +103,39 @@ class GraphWorker:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         self.active = False
+
+
+def backfill_records(
+    root: Path,
+    missing: Callable[[Collection[str]], list[tuple[str, str]]],
+    skip: Collection[str],
+    progress: Callable[[str, int, int], None],
+) -> list[tuple[str, str, bytes]]:
+    """(path, hash, record) for the published code files that have no current graph record
+    (``missing(code languages)`` lists them), leaving out ``skip`` (the files the update
+    writes or removes anyway). An index made before the graph, or by another version of the
+    extractor, has files whose chunks are current but whose records are not: they are read
+    and parsed once more; a file whose bytes no longer match its row is left to the next
+    update (its record comes with its new chunks)."""
+    from ragloom.ingest.chunker import parse_file
+    from ragloom.ingest.ids import file_hash
+
+    todo = [(p, h) for p, h in missing(list(CODE_SPECS)) if p not in skip]
+    out: list[tuple[str, str, bytes]] = []
+    if not todo:
+        return out
+    progress("graph", 0, len(todo))
+    for i, (path, digest) in enumerate(todo, 1):
+        try:
+            data = (root / path).read_bytes()
+        except OSError:
+            continue
+        if file_hash(data) != digest:
+            continue
+        graph = parse_file(path, data, digest)[1]
+        if graph is not None:
+            out.append((path, digest, graph.to_blob()))
+        if i % 200 == 0:
+            progress("graph", i, len(todo))
+    progress("graph", len(todo), len(todo))
+    return out

@@ -42,7 +42,7 @@ from ragloom.embed.cache import VectorCache
 from ragloom.embed.document import embedding_key
 from ragloom.errors import DbError
 from ragloom.index.bm25 import TantivyBm25, bm25_document
-from ragloom.index.graphwork import GraphWorker
+from ragloom.index.graphwork import GraphWorker, backfill_records
 from ragloom.index.store import FileRow, Store
 from ragloom.index.vectors import HnswVectors, is_live, live_vectors
 from ragloom.ingest.filegraph import FILE_GRAPH_VERSION, FileGraph
@@ -603,39 +603,18 @@ records."""
 def _backfill_graphs(
     root: Path, store: Store, parsed: Collection[str], progress: ProgressFn
 ) -> int:
-    """Give every published code file a graph record of this extractor's version.
-
-    An index made before the graph (or by another version of the extractor) has files whose
-    chunks are current but whose records are missing: they are read and parsed once more here,
-    and a file whose bytes no longer match its row is left to the next update (its record
-    comes with its new chunks). Returns the records written."""
-    from ragloom.ingest.chunker import parse_file
-    from ragloom.ingest.languages import CODE_SPECS
-
-    todo = [(p, h) for p, h in store.files_without_graph(list(CODE_SPECS)) if p not in parsed]
-    written = 0
-    if todo:
-        progress("graph", 0, len(todo))
+    """Give every published code file a graph record of this extractor's version
+    (:func:`~ragloom.index.graphwork.backfill_records`); returns the records written."""
+    records = backfill_records(root, store.files_without_graph, parsed, progress)
+    if records:
         with store.transaction() as conn:
-            for i, (path, digest) in enumerate(todo, 1):
-                try:
-                    data = (root / path).read_bytes()
-                except OSError:
-                    continue
-                if file_hash(data) != digest:
-                    continue
-                _, graph = parse_file(path, data, digest)
-                if graph is not None:
-                    store.put_file_graph(conn, path, digest, graph.to_blob())
-                    written += 1
-                if i % 200 == 0:
-                    progress("graph", i, len(todo))
-        progress("graph", len(todo), len(todo))
-    if written and store.pending_generation() is None:
-        # the graph changed though no chunk did: a new generation tells readers to rebuild it
-        with store.transaction() as conn:
-            store.begin_generation(conn)
-    return written
+            for path, digest, blob in records:
+                store.put_file_graph(conn, path, digest, blob)
+        if store.pending_generation() is None:
+            # the graph changed though no chunk did: a new generation tells readers to rebuild
+            with store.transaction() as conn:
+                store.begin_generation(conn)
+    return len(records)
 
 
 def _check_graph_version(store: Store) -> None:

@@ -13,6 +13,7 @@ Off by default (``+graph`` turns it on): docs/graph.md has the held-back figures
 from __future__ import annotations
 
 from ragloom.retrieve.stages.base import RankState, StageBase, by_score
+from ragloom.retrieve.stages.history import pin_first
 
 __all__ = ["GRAPH_DEFAULT", "GRAPH_MIN_CONFIDENCE", "GRAPH_SEEDS", "GRAPH_WEIGHT", "GraphStage"]
 
@@ -20,9 +21,9 @@ GRAPH_DEFAULT = False
 """Whether hybrid strategies run the stage without ``+graph`` (docs/graph.md)."""
 
 GRAPH_WEIGHT = 0.3
-"""Share of a seed's score a neighbour gains per unit of confidence (the first seed's score
-sets the scale). Tuned on the SWE-bench tune half and the commit-question tune repositories
-(docs/graph.md, "Graph evidence in ranking")."""
+"""Share of a seed's score a neighbour gains per unit of confidence. ragloom's starting
+value; 0.03 to 1.0 measured within noise of each other and of the stage off on the
+commit-question tune split (docs/graph.md, "Graph evidence in ranking: measured")."""
 GRAPH_SEEDS = 5
 """How many of the best candidates spread their score."""
 GRAPH_MIN_CONFIDENCE = 0.5
@@ -57,7 +58,8 @@ class GraphStage(StageBase):
         graph = state.source.code_graph()
         if graph is None:
             return
-        ranked = state.ranked
+        # the scores from before a history pin (the pin is applied again at the end)
+        ranked = by_score([(r, state.pre_pin.get(r, s)) for r, s in state.ranked])
         top = ranked[0][1]
         if top <= 0:
             return
@@ -104,4 +106,5 @@ class GraphStage(StageBase):
             for r in new:
                 if r not in got:
                     del out[r]
-        state.ranked = by_score(list(out.items()))
+        result = by_score(list(out.items()))
+        state.ranked = pin_first(result, state.pinned) if state.pinned else result

@@ -134,6 +134,8 @@ class SearchSpec:
     """``+learned`` (True) or ``+handset`` (False); None: :data:`LEARNED_DEFAULT`."""
     graph: bool | None = None
     """``+graph`` (True) or ``+no-graph`` (False); None: :data:`GRAPH_DEFAULT`."""
+    graph_weight: float | None = None
+    """``+graph=W``: the stage's weight (None: :data:`ragloom.retrieve.stages.graph.GRAPH_WEIGHT`)."""
 
     def runs_graph(self) -> bool:
         """True when the graph-evidence stage runs (hybrid strategies, tuned)."""
@@ -182,9 +184,18 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
     history: HistoryWeights | None = None
     learned: bool | None = None
     graph: bool | None = None
+    graph_weight: float | None = None
     for mod in parts[1:]:
         if mod in ("graph", "no-graph"):
             graph = mod == "graph"
+        elif mod.startswith("graph="):
+            try:
+                graph_weight = float(mod[len("graph=") :])
+            except ValueError:
+                graph_weight = -1.0
+            if not 0.0 <= graph_weight <= 10.0:
+                raise ConfigError(f"+graph=W takes a weight from 0 to 10, got {mod!r} in {spec!r}")
+            graph = True
         elif mod in HISTORY_PROFILES:
             history = HISTORY_PROFILES[mod]
         elif mod in ("learned", "handset"):
@@ -207,7 +218,9 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
                 f"unknown strategy modifier {mod!r} in {spec!r}; use +raw, +seed, +changes, "
                 f"+lookup, +learned, +handset, +graph or +no-STEP with STEP in {_steps_hint()}"
             )
-    return SearchSpec(strategy, qc, "+".join(parts), tuned, frozenset(off), history, learned, graph)
+    return SearchSpec(
+        strategy, qc, "+".join(parts), tuned, frozenset(off), history, learned, graph, graph_weight
+    )
 
 
 def tuned_steps(spec: SearchSpec, strategy: RetrievalStrategy) -> frozenset[str]:
@@ -241,7 +254,7 @@ def build_stages(
     if "filerank" in steps:
         stages.append(FileRankStage())
     if spec.runs_graph():
-        stages.append(GraphStage())
+        stages.append(GraphStage() if spec.graph_weight is None else GraphStage(spec.graph_weight))
     if hybrid:
         stages.append(LanguageStage())
     stages.append(ExactStage())

@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/ragloom index "$(DEMO_PATH)"
 	$(VENV)/bin/ragloom search "$(DEMO_QUERY)" --index-dir "$(DEMO_PATH)/.ragloom" --top-k 5
+	$(VENV)/bin/ragloom map "$(DEMO_QUERY)" --index-dir "$(DEMO_PATH)/.ragloom" --budget 400
 	$(VENV)/bin/ragloom status --index-dir "$(DEMO_PATH)/.ragloom"
 
 lint: $(STAMP)

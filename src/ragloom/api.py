@@ -264,6 +264,17 @@ class Index:
             if text is None:
                 continue
             sig = signature(text, d.language, d.kind, doc=False)
+            if d.language == "python":  # decorators cost a map more than they tell
+                lines = sig.splitlines()
+                at = next(
+                    (
+                        i
+                        for i, ln in enumerate(lines)
+                        if ln.lstrip().startswith(("def ", "async def ", "class "))
+                    ),
+                    0,
+                )
+                sig = "\n".join(lines[at:])
             if sig.strip():
                 entries.append(
                     MapEntry(d.path, d.symbol, d.kind, d.start_line, sig, float(rank_of[i]))

@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ragloom.errors import DbError, IncompatibleIndexError
 from ragloom.graph.build import Edges, resolve_graph
 from ragloom.graph.model import Definition, EdgeKind, Reference
 from ragloom.index.store import GraphDefRow
@@ -301,10 +302,16 @@ def load_graph(store: GraphSource) -> CodeGraph:
 
     gen, rows, raw = store.graph_snapshot(list(CODE_SPECS))
     empty = FileGraph((), tuple([] for _ in range(8)))
-    records = [
-        (path, language, FileGraph.from_blob(blob) if blob else empty)
-        for path, language, blob in raw
-    ]
+    try:
+        records = [
+            (path, language, FileGraph.from_blob(blob) if blob else empty)
+            for path, language, blob in raw
+        ]
+    except DbError as exc:  # records of another ragloom: the next index makes them again
+        raise IncompatibleIndexError(
+            f"the index's code graph was made by another version of ragloom ({exc}); run "
+            "`ragloom index PATH` to make it again (only the graph records are rebuilt)"
+        ) from exc
     return graph_from_rows(gen, rows, records)
 
 

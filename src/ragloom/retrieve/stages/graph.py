@@ -12,10 +12,15 @@ Off by default (``+graph`` turns it on): docs/graph.md has the held-back figures
 
 from __future__ import annotations
 
+import logging
+
+from ragloom.errors import RagError
 from ragloom.retrieve.stages.base import RankState, StageBase, by_score
 from ragloom.retrieve.stages.history import pin_first
 
 __all__ = ["GRAPH_DEFAULT", "GRAPH_MIN_CONFIDENCE", "GRAPH_SEEDS", "GRAPH_WEIGHT", "GraphStage"]
+
+log = logging.getLogger("ragloom.retrieve")
 
 GRAPH_DEFAULT = False
 """Whether hybrid strategies run the stage without ``+graph`` (docs/graph.md)."""
@@ -55,7 +60,11 @@ class GraphStage(StageBase):
         return bool(state.ranked) and self.weight > 0
 
     def apply(self, state: RankState) -> None:
-        graph = state.source.code_graph()
+        try:
+            graph = state.source.code_graph()
+        except RagError as exc:  # no usable graph (records of another version): rank without
+            log.warning("graph stage skipped: %s", exc)
+            return
         if graph is None:
             return
         # the scores from before a history pin (the pin is applied again at the end)

@@ -19,6 +19,10 @@ and one line of text; the server keeps answering.
 Transports: stdio (the default; stdout is the protocol channel, so nothing else may write
 there: the SDK points fd 1 at stderr while it serves and logs go to stderr) and streamable
 HTTP (``/mcp`` on 127.0.0.1 unless told otherwise).
+
+The tools' output schemas and text formatters are in ``ragloom.server.mcp_schemas``, the
+code-graph and map tools in ``ragloom.server.mcp_graph``, the status, reindex, feedback and
+reload tools in ``ragloom.server.mcp_admin``.
 """
 
 import hmac
@@ -27,21 +31,24 @@ import logging
 import signal
 import sys
 import threading
-import time
-from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from ragloom.api import Index
 from ragloom.assemble.budget import Format
 from ragloom.errors import RagError
 from ragloom.server.engine import ServingEngine
-from ragloom.server.feedback import MAX_COMMENT_CHARS, RATING_VALUES
+from ragloom.server.mcp_admin import _POLL_S as _POLL_S
+from ragloom.server.mcp_admin import _epoch as _epoch
+from ragloom.server.mcp_admin import _Failure, _JobStarts, add_admin_tools
+from ragloom.server.mcp_admin import _follow_job as _follow_job
+from ragloom.server.mcp_graph import add_graph_tools
+from ragloom.server.mcp_schemas import ContextOutput, SearchOutput, _context_output, _search_text
+from ragloom.server.mcp_schemas import Rating as Rating
+from ragloom.server.mcp_schemas import _Open as _Open
 
 __all__ = ["DEFAULT_MCP_PORT", "BearerGate", "build_server", "run_mcp"]
 
@@ -49,13 +56,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MCP_PORT = 8766
 """Streamable-HTTP port when none is given (the HTTP API's default is 8765)."""
-_POLL_S = 0.1
-"""How often ``reindex`` looks at its job to forward progress."""
 _MAX_STRATEGY_CHARS = 200
-
-Rating = Literal["helpful", "not_helpful", "partially_helpful"]
-if set(get_args(Rating)) != set(RATING_VALUES):  # the schema's enum is the store's
-    raise ImportError(f"MCP ratings {get_args(Rating)} differ from the feedback store's")
 
 INSTRUCTIONS = """\
 ragloom answers questions about one code repository from a warm hybrid (BM25 + dense) index.
@@ -65,71 +66,6 @@ are (paths, line ranges, symbols) or want to choose files yourself. Each answer 
 query_id; after using an answer, call record_feedback with that query_id and the chunk ids
 you found helpful or not. Call index_status to see whether the index is stale, and reindex
 after the repository's files changed (incremental, usually seconds)."""
-
-
-# --- structured outputs: the published outputSchema of each tool ------------------------
-
-
-class _Open(BaseModel):
-    """Extra keys the engine adds later flow through unchanged (only adding is allowed)."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-# The hits and parts are published as plain objects with their keys in the description:
-# clients validate every result against the output schema (the SDK's client does, with
-# jsonschema), and typed properties on each of 10 to 20 items cost ~5 ms per call there,
-# more than the answer itself on a cache hit.
-
-
-class SearchOutput(_Open):
-    query_id: str = Field(description="Id of this answer, for record_feedback.")
-    generation: int = Field(description="Index generation the answer was read from.")
-    latency_ms: float
-    cache_hit: bool
-    strategy: str
-    hits: list[dict[str, Any]] = Field(
-        description=(
-            "Best first. Each: id (chunk id, for record_feedback), path (relative to the "
-            "repository root), start_line, end_line (1-based, inclusive), kind (function, "
-            "class, method, module, doc, ...), symbol, part, language, score (fused, higher "
-            "is better), ranks (rank per retriever), generation."
-        )
-    )
-    notes: list[str] = Field(default_factory=list, description="Warnings about this answer.")
-    sources: list[dict[str, Any]] | None = Field(
-        default=None,
-        description=(
-            "With sources in the call: each source's status (source, count, latency_ms, "
-            "status ok | timeout | error | disabled). Hits of other sources carry source, "
-            "title, date, url, attribution and paths instead of path and lines."
-        ),
-    )
-
-
-class ContextOutput(_Open):
-    query_id: str = Field(description="Id of this answer, for record_feedback.")
-    generation: int = Field(description="Index generation the answer was read from.")
-    latency_ms: float
-    cache_hit: bool
-    format: str
-    context: str = Field(description="The rendered context text (also the first content block).")
-    tokens_used: int = Field(description="Tokens the context uses (by the configured counter).")
-    budget: int | None = Field(default=None, description="Token budget the context had to fit.")
-    parts: list[dict[str, Any]] = Field(
-        description=(
-            "Parts in the order shown, without their text. Each: chunk_id (for "
-            "record_feedback), path, start_line, end_line, ranges ([start, end] pairs shown), "
-            "kind, symbol, symbols, language, score, tokens, trimmed, hit_ids."
-        )
-    )
-    stats: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Assembly statistics: tokens, budget, files, duplicates dropped, timings.",
-    )
-    sources: list[dict[str, Any]] | None = Field(
-        default=None, description="With sources in the call: each source's status."
-    )
 
 
 # --- the server ------------------------------------------------------------------------------
@@ -183,55 +119,6 @@ def _validation_line(err: ValidationError) -> str:
         loc = ".".join(str(p) for p in e["loc"]) or "arguments"
         items.append(f"{loc}: {e['msg']}")
     return "; ".join(items)
-
-
-class _Failure(ToolError):
-    """A failure this module reports itself (a reindex job that failed, ...)."""
-
-
-def _search_text(result: Mapping[str, Any]) -> str:
-    """A compact ranked list an agent can read without parsing JSON."""
-    hits = result.get("hits", [])
-    head = (
-        f"query_id={result.get('query_id')} generation={result.get('generation')} "
-        f"hits={len(hits)} strategy={result.get('strategy')}"
-    )
-    lines = [head]
-    for i, h in enumerate(hits, 1):
-        if "path" not in h:  # an item of another source: a doc section, commit, issue, PR
-            where = h.get("url") or ", ".join(h.get("paths", [])[:5])
-            lines.append(
-                f"{i}. [{h.get('source')}] {h.get('title', '')} {where} "
-                f"score={h['score']:.4f} id={h['id']}".replace("  ", " ")
-            )
-            continue
-        label = h.get("part") or h.get("symbol") or ""
-        lines.append(
-            f"{i}. {h['path']}:{h['start_line']}-{h['end_line']} {h.get('kind', '')} "
-            f"{label} score={h['score']:.4f} id={h['id']}".replace("  ", " ")
-        )
-    for st in result.get("sources") or []:
-        lines.append(
-            f"source {st.get('source')}: {st.get('status')}, {st.get('count')} hits, "
-            f"{float(st.get('latency_ms', 0.0)):.0f} ms"
-        )
-    for note in result.get("notes", []):
-        lines.append(f"note: {note}")
-    if not hits:
-        lines.append("no results")
-    return "\n".join(lines)
-
-
-def _context_output(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The engine's context answer plus ``tokens_used``, with the parts' text dropped (it is
-    already in ``context``: sending it twice would double what an agent reads)."""
-    stats = result.get("stats") or {}
-    out = dict(result)
-    out["tokens_used"] = int(stats.get("tokens_total", 0))
-    if out.get("budget") is None:
-        out["budget"] = (stats.get("budget") or {}).get("total")
-    out["parts"] = [{k: v for k, v in p.items() if k != "text"} for p in result.get("parts", [])]
-    return out
 
 
 def build_server(engine: ServingEngine) -> MCPServer[Any]:
@@ -385,311 +272,9 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
             structured_content=result,
         )
 
-    symbol_doc = (
-        "The symbol: a name (send), a qualified name (Client.send), a chunk id from "
-        "search_code, or path:line (the innermost definition there)."
-    )
-    graph_tools = {
-        "find_definitions": (
-            "defs",
-            "Find definitions",
-            "Where a symbol is defined: path, lines, kind and chunk id of every definition "
-            "the name matches (a bare name matches methods and functions of that name).",
-        ),
-        "find_references": (
-            "refs",
-            "Find references",
-            "Every reference to a symbol across the repository (calls, uses as a value, "
-            "imports, inheritance, type uses): path, line, the definition it sits in and "
-            "the confidence of its resolution (1.0 scope or import, 0.9 through self or a "
-            "class, lower by name alone). Use it before changing a signature.",
-        ),
-        "find_callers": (
-            "callers",
-            "Find callers",
-            "The functions and methods that call a symbol (or pass it as a value), most "
-            "certain first.",
-        ),
-        "find_callees": (
-            "callees",
-            "Find callees",
-            "The functions and methods a symbol calls (or uses as a value), most certain first.",
-        ),
-    }
-
-    def _graph_tool(tool: str, query: str, title: str, description: str) -> None:
-        def run(
-            symbol: Annotated[str, Field(min_length=1, max_length=2000, description=symbol_doc)],
-            path: Annotated[
-                str | None, Field(max_length=4000, description="Only definitions in this file.")
-            ] = None,
-            min_confidence: Annotated[
-                float | None,
-                Field(ge=0.0, le=1.0, description="Leave out less certain references [0.5]."),
-            ] = None,
-            limit: Annotated[int, Field(ge=1, le=10_000, description="Most rows.")] = 200,
-        ) -> CallToolResult:
-            from ragloom.graph.views import graph_text
-
-            result = engine.graph(
-                query, symbol, path=path, min_confidence=min_confidence, limit=limit
-            )
-            return CallToolResult(
-                content=[TextContent(type="text", text=graph_text(result, query))],  # type: ignore[arg-type]
-                structured_content=result,
-            )
-
-        server.tool(
-            name=tool,
-            title=title,
-            description=description,
-            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-        )(run)
-
-    for tool_name, (graph_query, tool_title, tool_doc) in graph_tools.items():
-        _graph_tool(tool_name, graph_query, tool_title, tool_doc)
-
-    @server.tool(
-        name="repo_map",
-        title="Repository map",
-        description=(
-            "An overview of the repository: files with the signatures of their most relevant "
-            "functions, classes and methods, ranked by PageRank over the code graph "
-            "(personalised to a question when you give one), filling a token budget exactly. "
-            "Use it first on an unfamiliar repository, then get_context for the code."
-        ),
-        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-    )
-    def repo_map(
-        query: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=max_chars,
-                description="Rank for this question; omit for the whole repository.",
-            ),
-        ] = None,
-        budget: Annotated[
-            int | None,
-            Field(
-                ge=1,
-                le=max_budget,
-                description="Token budget of the map; omit for a quarter of the context budget.",
-            ),
-        ] = None,
-    ) -> CallToolResult:
-        result = engine.repo_map(query, budget=budget)
-        return CallToolResult(
-            content=[TextContent(type="text", text=str(result.get("text", "")))],
-            structured_content=result,
-        )
-
-    @server.tool(
-        name="index_status",
-        title="Index status",
-        description=(
-            "Report the index: files and chunks (by kind and language), embedding model, BM25 "
-            "and vector readiness, index generation, query-cache and embedding-cache hit "
-            "rates, and the number of running reindex jobs. With freshness=true it also walks "
-            "the repository and lists the files changed, added or removed since they were "
-            "indexed (stale_files, stale): if there are any, call reindex. Cheap without "
-            "freshness; with it, a directory walk (a second or so on a large repository)."
-        ),
-        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-    )
-    def index_status(
-        freshness: Annotated[
-            bool,
-            Field(
-                description=("Also compare the files on disk with the index (stale_files, stale).")
-            ),
-        ] = False,
-    ) -> dict[str, Any]:
-        out = engine.status()
-        if freshness:
-            idx = Index(engine.root, engine.index_dir)
-            try:
-                stale = idx.stale_files()
-            finally:
-                idx.close()
-            out["stale"] = stale
-            out["stale_files"] = sum(len(v) for v in stale.values())
-        return out
-
-    @server.tool(
-        name="reindex",
-        title="Refresh the index",
-        description=(
-            "Bring the index up to date with the files on disk, incrementally (only changed "
-            "files are re-chunked and re-embedded). Sends MCP progress notifications while it "
-            "runs (pass a progressToken to receive them) and returns the finished job: state, "
-            "stats (files/chunks added, changed, removed; timings) and the new generation. "
-            "Queries keep answering from the previous generation until it finishes. If a "
-            "reindex is already running, this call follows that job instead of starting "
-            "another (joined_running=true). Use it after editing files, or when index_status "
-            "(freshness=true) reports stale files; a run with nothing to do takes about a second."
-        ),
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),
-    )
-    async def reindex(ctx: Context[Any, Any]) -> dict[str, Any]:
-        job_id, joined = await anyio.to_thread.run_sync(jobs.start)
-        out = await _follow_job(engine, job_id, ctx.report_progress)
-        out["joined_running"] = joined
-        return out
-
-    @server.tool(
-        name="record_feedback",
-        title="Record relevance feedback",
-        description=(
-            "Tell ragloom whether a chunk of an earlier answer helped: query_id from a "
-            "search_code or get_context answer, chunk_id from one of its hits (id) or context "
-            "parts (chunk_id), rating helpful | not_helpful | partially_helpful, and an optional "
-            "comment. Stored beside the index (per-query statistics: `ragloom feedback stats`); "
-            "returns the stored record. An unknown query_id is an error. "
-            "Call it once per chunk you judged."
-        ),
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, open_world_hint=False
-        ),
-    )
-    def record_feedback(
-        query_id: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=200,
-                description="query_id of the search_code or get_context answer.",
-            ),
-        ],
-        chunk_id: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=1000,
-                description="Chunk id: a search_code hit's id or a get_context part's chunk_id.",
-            ),
-        ],
-        rating: Annotated[Rating, Field(description="How useful the chunk was.")],
-        comment: Annotated[
-            str | None,
-            Field(max_length=MAX_COMMENT_CHARS, description="Optional free text: why."),
-        ] = None,
-    ) -> dict[str, Any]:
-        return engine.record_feedback(query_id, chunk_id, rating, comment)
-
-    @server.tool(
-        name="reload_config",
-        title="Reload the configuration",
-        description=(
-            "Re-read the repository's ragloom.toml / [tool.ragloom] and the RAGLOOM_* "
-            "environment and apply them without a restart: ranking (strategy, top_k), "
-            "assembly (budget, format, counter) and cache settings take effect for the next "
-            "call. Server settings (limits, token) keep their running values. Returns the keys "
-            "that changed, every effective value (secrets masked) and its source. A bad "
-            "configuration is an error naming the key, and nothing changes. Only needed after "
-            "editing the configuration when the server was started with server.reload = false "
-            "(otherwise edits are picked up within about a second)."
-        ),
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),
-    )
-    def reload_config() -> dict[str, Any]:
-        return engine.reload_settings()
-
+    add_graph_tools(server, engine, max_chars, max_budget)
+    add_admin_tools(server, engine, jobs)
     return server
-
-
-class _JobStarts:
-    """Starts re-index jobs and tells whether a call started its job or joined a running one.
-
-    The engine hands every caller the running job's id; a job this server already handed out
-    (a concurrent ``reindex`` call) or one created before the call (by another client of the
-    engine) was joined. Starts are serialised so two concurrent calls cannot both claim one.
-    """
-
-    def __init__(self, engine: ServingEngine) -> None:
-        self._engine = engine
-        self._lock = threading.Lock()
-        self._seen: set[str] = set()
-
-    def start(self) -> tuple[str, bool]:
-        with self._lock:
-            before = time.time()
-            job_id = self._engine.start_reindex()
-            job = self._engine.job(job_id) or {}
-            created = _epoch(job.get("created_at", job.get("started_at")))
-            joined = job_id in self._seen or (created is not None and created < before)
-            self._seen.add(job_id)
-            return job_id, joined
-
-
-async def _follow_job(
-    engine: ServingEngine,
-    job_id: str,
-    report: Callable[[float, float | None, str | None], Any],
-) -> dict[str, Any]:
-    """Poll the engine's job until it ends, forwarding its progress.
-
-    MCP progress must increase with every notification, but a job's ``done`` restarts at 0 in
-    each phase, so the reported value is the work finished in earlier phases plus ``done``;
-    the total grows as phases appear. A first notification is sent at once and a last one at
-    the end, so even an instant refresh reports progress.
-    """
-    sent = -1.0
-    earlier = 0.0
-    phase: str | None = None
-    phase_total = 0.0
-    await report(0.0, None, f"reindex job {job_id} started")
-    sent = 0.0
-    while True:
-        job = engine.job(job_id)
-        if job is None:
-            raise _Failure(f"reindex job {job_id} disappeared")
-        progress = job.get("progress") or {}
-        name = progress.get("phase")
-        done = float(progress.get("done") or 0)
-        total = float(progress.get("total") or 0)
-        if name != phase:
-            if phase is not None:
-                earlier += phase_total
-            phase = name
-        phase_total = max(total, done)
-        value = earlier + done
-        if value > sent:
-            whole = earlier + phase_total if phase_total else None
-            await report(value, whole, f"{name}: {int(done)}/{int(total)}")
-            sent = value
-        state = job.get("state")
-        if state in ("succeeded", "failed"):
-            break
-        await anyio.sleep(_POLL_S)
-    await report(sent + 1, sent + 1, f"reindex {state}")
-    if state == "failed":
-        raise _Failure(f"reindex failed: {job.get('error') or 'unknown error'}")
-    return dict(job)
-
-
-def _epoch(value: Any) -> float | None:
-    """``started_at`` as seconds since the epoch (the engine gives a number or ISO text)."""
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        from datetime import datetime
-
-        try:
-            return datetime.fromisoformat(value).timestamp()
-        except ValueError:
-            return None
-    return None
 
 
 def _version() -> str:

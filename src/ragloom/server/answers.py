@@ -1,0 +1,245 @@
+"""How :class:`~ragloom.server.engine.ServingEngine` answers: parameter checks, the result
+cache with single flight, the ``timeouts.query_ms`` bound, the query log entry and the JSON
+shape of hits, context parts and assembled contexts (docs/serving.md).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
+from ragloom.assemble.budget import Format
+from ragloom.assemble.context import ContextPart
+from ragloom.assemble.structure import StructureMode, structure_budget
+from ragloom.errors import ConfigError, InputError, SearchError, TimeoutError_
+from ragloom.retrieve.search import SearchResult, hit_to_json, parse_search_spec
+from ragloom.server.cache import ResultCache
+from ragloom.server.feedback import QueryLogEntry, QueryLogger
+from ragloom.server.metrics import EngineMetrics
+from ragloom.server.readers import _Reader
+from ragloom.server.watching import _WatchingMixin
+from ragloom.types import Hit
+
+__all__ = ["hit_json"]
+
+_FLIGHT_WAIT_S = 30.0
+"""An identical request waits this long for the first one's answer before computing its own."""
+
+
+def hit_json(hit: Hit, explain: bool, generation: int) -> dict[str, Any]:
+    """One hit as ``ragloom search --json`` prints it, generation included."""
+    return {**hit_to_json(hit, explain=explain), "generation": generation}
+
+
+def _parts_json(parts: Sequence[ContextPart]) -> list[dict[str, Any]]:
+    """Context parts as JSON, each with the chunk id to rate (its first hit) and its span."""
+    out = []
+    for p in parts:
+        d = p.to_dict()
+        d["chunk_id"] = p.hit_ids[0] if p.hit_ids else p.id
+        d["path"] = p.file_path
+        d["start_line"] = p.ranges[0][0] if p.ranges else 0
+        d["end_line"] = p.ranges[-1][1] if p.ranges else 0
+        out.append(d)
+    return out
+
+
+@dataclass(eq=False)
+class _Flight:
+    """One computation of a result-cache key that identical concurrent requests wait for."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    body: dict[str, Any] | None = None
+
+
+class _AnswersMixin(_WatchingMixin):
+    """Checks, caching and shaping of answers (part of ``ServingEngine``)."""
+
+    _fallbacks: dict[str, int]
+    _query_log: QueryLogger | None
+    metrics: EngineMetrics
+    _results: ResultCache
+    _inflight: dict[tuple[object, ...], _Flight]
+    _compute: ThreadPoolExecutor
+
+    # -- parameters ---------------------------------------------------------------------
+    @staticmethod
+    def _check_query(query: object) -> str:
+        if not isinstance(query, str):
+            raise InputError(f"query must be a string, got {type(query).__name__}")
+        return query
+
+    @staticmethod
+    def _check_int(name: str, value: object, lo: int, hi: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise InputError(f"{name} must be an integer from {lo} to {hi}, got {value!r}")
+        return value
+
+    @staticmethod
+    def _check_strategy(strategy: object) -> str:
+        if not isinstance(strategy, str):
+            raise InputError(f"strategy must be a string, got {type(strategy).__name__}")
+        try:
+            return parse_search_spec(strategy).name
+        except ConfigError as exc:
+            raise InputError(str(exc)) from exc
+
+    def _strict_bm25(self, reader: _Reader, strategy: str) -> None:
+        if (
+            self._settings.bm25.strict
+            and reader.retriever.bm25 is None
+            and not strategy.startswith("dense")
+        ):
+            raise SearchError("bm25 index unavailable and bm25.strict is set")
+
+    def _count_fallbacks(self, reader: _Reader, result: SearchResult, strategy: str) -> None:
+        with self._lock:
+            if result.bm25_timed_out:
+                self._fallbacks["bm25_timeout"] += 1
+            elif result.fallback_used:
+                self._fallbacks["dense_unavailable"] += 1
+            if reader.retriever.bm25 is None and not strategy.startswith("dense"):
+                self._fallbacks["bm25_unavailable"] += 1
+
+    @staticmethod
+    def _cacheable(result: SearchResult) -> bool:
+        """Answers given while the index was still embedding a generation change within it
+        (``ragloom index`` publishes before embedding): those are not cached."""
+        return result.vectors_complete and not result.fallback_used
+
+    def _finish(
+        self,
+        out: dict[str, Any],
+        route: str,
+        strat: str,
+        gen: int,
+        ids: list[str],
+        hit: bool,
+        t0: float,
+    ) -> dict[str, Any]:
+        """Log the answer (for feedback), stamp its latency and freshness and count it in the
+        metrics."""
+        out["pending_changes"] = self._may_miss_a_change(gen)
+        elapsed = time.perf_counter() - t0
+        out["latency_ms"] = elapsed * 1000
+        if self._query_log is not None:
+            self._query_log.submit(
+                QueryLogEntry(
+                    out["query_id"],
+                    route,
+                    out["query"],
+                    strat,
+                    gen,
+                    tuple(ids),
+                    time.time(),
+                    latency_ms=out["latency_ms"],
+                )
+            )
+        self.metrics.observe_query(route, hit, elapsed)
+        return out
+
+    def _answer(
+        self,
+        r: _Reader,
+        key: Callable[[int], tuple[object, ...]],
+        compute: Callable[[], tuple[dict[str, Any], SearchResult]],
+    ) -> tuple[dict[str, Any], bool]:
+        """The cached body for ``key`` at the published generation, else computed once for
+        all identical concurrent requests (single flight: they wait for the first and share
+        its answer, reported as a cache hit). True when this call did not compute it."""
+        k0 = key(r.retriever.store.generation())
+        body = self._results.get(k0)
+        if body is not None:
+            return body, True
+        with self._lock:
+            flight = self._inflight.get(k0)
+            leader = flight is None
+            if flight is None:
+                flight = self._inflight[k0] = _Flight()
+        if not leader:
+            flight.done.wait(_FLIGHT_WAIT_S)
+            if flight.body is not None:
+                self._results.count_coalesced()
+                return flight.body, True
+            body, _ = compute()  # the first one failed or took too long: answer alone
+            return body, False
+        try:
+            body, res = compute()
+            if self._cacheable(res):
+                self._results.put(key(res.generation), body)
+            flight.body = body
+        finally:
+            with self._lock:
+                self._inflight.pop(k0, None)
+            flight.done.set()
+        return body, False
+
+    # -- queries ------------------------------------------------------------------------
+    def _bounded(self, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``fn()`` within ``timeouts.query_ms``: past it the caller gets
+        TimeoutError_ (HTTP 504, an MCP tool error) while the computation runs on and its
+        answer is cached for the next ask. Typed errors of ``fn`` pass through."""
+        if self._closed:
+            raise InputError("the serving engine is closed")
+        limit_ms = self._settings.timeouts.query_ms
+        fut = self._compute.submit(fn)
+        try:
+            return fut.result(timeout=limit_ms / 1000.0)
+        except FutureTimeout:
+            with self._lock:
+                self._fallbacks["query_timeout"] += 1
+            raise TimeoutError_(
+                f"the query did not finish within timeouts.query_ms = {limit_ms:g} ms "
+                "(it runs on; its answer is cached for the next ask)"
+            ) from None
+
+    def _assemble(
+        self,
+        r: _Reader,
+        query: str,
+        result: SearchResult,
+        budget: int,
+        fmt: Format,
+        counter: str,
+        structure: StructureMode = "off",
+    ) -> dict[str, Any]:
+        """What ``Index.get_context`` does after its search, keeping the search's generation."""
+        retriever = r.retriever
+        embeddings = result.embeddings
+        if len(embeddings) < len(result.hits):
+            embeddings = retriever.embeddings_for_hits(result.hits)
+        full = TokenBudget.for_total(budget)
+        policy = AssemblyPolicy(format=fmt)
+        tc = get_counter(counter)
+        with retriever.telemetry.span("assembly", {"hits": len(result.hits)}) as span:
+            ctx = assemble_context(
+                query,
+                result.hits,
+                root=self.root,
+                budget=structure_budget(full, structure),
+                policy=policy,
+                counter=tc,
+                embeddings=embeddings,
+            )
+            if structure != "off":
+                ctx = r.index.add_structure(ctx, structure, full, policy, tc)
+            span.set_attribute("parts", len(ctx.parts))
+            span.set_attribute("tokens", ctx.stats.tokens_total)
+        parts = _parts_json(ctx.parts)
+        extra = {"structure": ctx.structure} if ctx.structure is not None else {}
+        return {
+            **extra,
+            "generation": result.generation,
+            "strategy": result.strategy,
+            "context": ctx.text,
+            "parts": parts,
+            "stats": ctx.stats.to_dict(),
+            "notes": list(result.notes),
+            "hit_ids": [h.id for h in result.hits],
+        }

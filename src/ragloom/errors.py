@@ -34,6 +34,7 @@ __all__ = [
     "IndexLockedError",
     "IndexNotFoundError",
     "InputError",
+    "OverloadedError",
     "RagError",
     "RerankError",
     "SearchError",
@@ -65,6 +66,18 @@ class TimeoutError_(ChannelError):
     """An actor request did not answer within its client-side timeout."""
 
     exit_code = 11
+
+
+class OverloadedError(ChannelError):
+    """A server is computing as many answers as it admits (``server.max_inflight``): the
+    question is refused at once instead of waiting behind the others (HTTP 503 with
+    ``Retry-After``; an MCP tool error)."""
+
+    exit_code = 17
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class DbError(RagError):

@@ -233,6 +233,13 @@ class ServerSettings(BaseModel):
         le=60_000,
         description="quiet time that closes a batch of edits (one saved file: 20 ms)",
     )
+    max_inflight: int = Field(
+        default=16,
+        ge=0,
+        le=10_000,
+        description="new answers computed at once; a question beyond them is answered 503 "
+        "with Retry-After at once instead of queueing (0: no limit; docs/serving.md)",
+    )
 
     @field_validator("api_token", mode="before")
     @classmethod

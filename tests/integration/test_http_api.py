@@ -252,6 +252,33 @@ def test_error_statuses(client: httpx.Client) -> None:
 # -- feedback ------------------------------------------------------------------------------------
 
 
+def test_overloaded_is_a_quick_503_with_retry_after(
+    client: httpx.Client, engine: ServingEngine
+) -> None:
+    cached = {"query": "decode a JSON document", "top_k": 3}
+    assert client.post("/search", json=cached).status_code == 200
+    before = client.get("/status").json()["fallbacks"]["overloaded"]
+    limit = engine.settings.server.max_inflight
+    assert limit > 0
+    engine._computing = limit  # as if that many new answers were being computed
+    try:
+        t0 = time.perf_counter()
+        resp = client.post("/search", json={"query": "a question nobody asked before 7f3c"})
+        took = time.perf_counter() - t0
+        err = error_of(resp, 503)
+        assert err["type"] == "overloaded" and "max_inflight" in err["message"]
+        assert resp.headers["retry-after"] == "1"
+        assert took < 5.0  # refused at once, not after the time limit
+        ctx = client.post("/context", json={"query": "another new question 9a1e"})
+        assert ctx.status_code == 503
+        # a cached answer needs no computation: it is still served
+        assert client.post("/search", json=cached).status_code == 200
+    finally:
+        engine._computing = 0
+    assert client.get("/status").json()["fallbacks"]["overloaded"] == before + 2
+    assert client.post("/search", json={"query": "a question nobody asked before 7f3c"}).is_success
+
+
 def test_graph_routes(client: httpx.Client) -> None:
     callers = client.post("/callers", json={"symbol": "JSONDecoder.raw_decode"})
     assert callers.status_code == 200, callers.text

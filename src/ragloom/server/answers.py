@@ -5,9 +5,10 @@ shape of hits, context parts and assembled contexts (docs/serving.md).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_
 from ragloom.assemble.budget import Format
 from ragloom.assemble.context import ContextPart
 from ragloom.assemble.structure import StructureMode, structure_budget
-from ragloom.errors import ConfigError, InputError, SearchError, TimeoutError_
+from ragloom.errors import ConfigError, InputError, OverloadedError, SearchError, TimeoutError_
 from ragloom.retrieve.search import SearchResult, hit_to_json, parse_search_spec
 from ragloom.server.cache import ResultCache
 from ragloom.server.feedback import QueryLogEntry, QueryLogger
@@ -67,6 +68,7 @@ class _AnswersMixin(_WatchingMixin):
     _results: ResultCache
     _inflight: dict[tuple[object, ...], _Flight]
     _compute: ThreadPoolExecutor
+    _computing: int
 
     # -- parameters ---------------------------------------------------------------------
     @staticmethod
@@ -167,10 +169,12 @@ class _AnswersMixin(_WatchingMixin):
             if flight.body is not None:
                 self._results.count_coalesced()
                 return flight.body, True
-            body, _ = compute()  # the first one failed or took too long: answer alone
+            with self._admitted():
+                body, _ = compute()  # the first one failed or took too long: answer alone
             return body, False
         try:
-            body, res = compute()
+            with self._admitted():
+                body, res = compute()
             if self._cacheable(res):
                 self._results.put(key(res.generation), body)
             flight.body = body
@@ -179,6 +183,29 @@ class _AnswersMixin(_WatchingMixin):
                 self._inflight.pop(k0, None)
             flight.done.set()
         return body, False
+
+    @contextlib.contextmanager
+    def _admitted(self) -> Iterator[None]:
+        """Admission control: at most ``server.max_inflight`` new answers are computed at once.
+        Beyond that the question is refused at once (:class:`OverloadedError`, HTTP 503 with
+        ``Retry-After``): on two cores a new answer costs ~30 ms of CPU, so 16 running already
+        means ~0.25 s of work ahead, and a queue past that only grows toward the time limit
+        (docs/serving.md, "Under sustained load"). Cached answers never wait for it."""
+        limit = self._settings.server.max_inflight
+        with self._lock:
+            if limit and self._computing >= limit:
+                self._fallbacks["overloaded"] += 1
+                raise OverloadedError(
+                    f"the server is computing {self._computing} answers, its limit "
+                    f"(server.max_inflight = {limit}); retry in a second",
+                    retry_after_s=1,
+                )
+            self._computing += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._computing -= 1
 
     # -- queries ------------------------------------------------------------------------
     def _bounded(self, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:

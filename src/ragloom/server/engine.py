@@ -160,7 +160,10 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
             "bm25_unavailable": 0,
             "bm25_timeout": 0,
             "query_timeout": 0,
+            "overloaded": 0,
         }
+        self._computing = 0
+        """New answers being computed now (admission control, ``server.max_inflight``)."""
         self._compute = ThreadPoolExecutor(_COMPUTE_THREADS, thread_name_prefix="ragloom-query")
         self._jobs: dict[str, _Job] = {}
         self._running_job: str | None = None

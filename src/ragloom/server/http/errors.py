@@ -23,6 +23,7 @@ from ragloom.errors import (
     IndexLockedError,
     IndexNotFoundError,
     InputError,
+    OverloadedError,
     RagError,
     SearchError,
     TimeoutError_,
@@ -41,6 +42,7 @@ ERROR_STATUS: tuple[tuple[type[RagError], int, str], ...] = (
     (IndexLockedError, 409, "index_locked"),
     (IncompatibleIndexError, 409, "incompatible_index"),
     (TimeoutError_, 504, "timeout"),
+    (OverloadedError, 503, "overloaded"),
     (ChannelError, 503, "unavailable"),
     (SearchError, 503, "search_unavailable"),
 )
@@ -132,6 +134,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RagError)
     async def on_rag_error(request: Request, exc: RagError) -> JSONResponse:
         status, kind = classify(exc)
+        if isinstance(exc, OverloadedError):  # refused at once, not failed: no error log
+            retry = {"Retry-After": str(exc.retry_after_s)}
+            return error_response(status, kind, str(exc), headers=retry)
         if status >= 500:
             log.error("%s on %s: %s", type(exc).__name__, request.url.path, exc)
         return error_response(status, kind, str(exc) or type(exc).__name__)
@@ -218,7 +223,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (404, "Not found (unknown job or query id, no index)."),
         (409, "The index is locked by another writer, or incompatible."),
         (500, "Internal error (details in the server log)."),
-        (503, "The index cannot answer right now (BM25 not ready, service unavailable)."),
+        (
+            503,
+            "The index cannot answer right now (BM25 not ready, service unavailable), or the server is computing as many answers as it admits (`overloaded`, with `Retry-After`: ask again then).",
+        ),
         (504, "The query exceeded its time limit (settings.timeouts.query_ms)."),
     )
 }

@@ -7,7 +7,7 @@ DEMO_PATH ?= .
 DEMO_QUERY ?= $(shell cat scripts/demo-query.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: bench-live bench-graph demo test lint unit fuzz apifuzz bench eval eval-git eval-swebench eval-refs eval-data clean model ltr
+.PHONY: bench-live bench-load bench-graph demo test lint unit fuzz apifuzz bench eval eval-git eval-swebench eval-refs eval-data clean model ltr
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -93,6 +93,24 @@ eval-refs: $(STAMP)
 	  git -C $$dir checkout -q --detach $$commit || exit 1; done
 	$(PY) scripts/eval_refs.py --cache eval-out/refs/cache --n 300 --rebuild --require 0.9,0.9 \
 	  $(foreach spec,$(REFS_REPOS),--repo eval-out/refs/$(lastword $(subst +, ,$(firstword $(subst :, ,$(spec))))))
+
+# Sustained load (issue 25): open-loop POST /context at fixed rates, every question new, against
+# `serve http --no-watch` on BENCH_LOAD_INDEX (default: a clone of this repository, indexed);
+# throughput, p50/p95/p99, errors and 503s per rate (the table of docs/benchmarks.md, "Sustained
+# load", compares server.max_inflight settings: RAGLOOM_SERVER__MAX_INFLIGHT=N make bench-load).
+BENCH_LOAD_INDEX ?=
+BENCH_LOAD_RATES ?= 5,10,20,40,80
+BENCH_LOAD_SECONDS ?= 20
+bench-load: $(STAMP)
+ifeq ($(strip $(BENCH_LOAD_INDEX)),)
+	rm -rf bench-out/load-repo && git clone -q . bench-out/load-repo
+	$(VENV)/bin/ragloom index bench-out/load-repo --no-progress
+	$(PY) scripts/bench_load.py bench-out/load-repo --rates $(BENCH_LOAD_RATES) --seconds $(BENCH_LOAD_SECONDS) \
+		--json-out bench-out/load/results.json
+else
+	$(PY) scripts/bench_load.py "$(BENCH_LOAD_INDEX)" --rates $(BENCH_LOAD_RATES) --seconds $(BENCH_LOAD_SECONDS) \
+		--json-out bench-out/load/results.json
+endif
 
 # What the code graph costs: cold indexing of this repository with and without it (docs/graph.md).
 bench-graph: $(STAMP)

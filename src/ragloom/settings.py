@@ -234,7 +234,7 @@ class ServerSettings(BaseModel):
         description="quiet time that closes a batch of edits (one saved file: 20 ms)",
     )
     max_inflight: int = Field(
-        default=16,
+        default=8,
         ge=0,
         le=10_000,
         description="new answers computed at once; a question beyond them is answered 503 "

@@ -168,3 +168,27 @@ def test_after_a_rebuild_the_new_reader_shares_its_vectors(engine: ServingEngine
     # the watcher was stopped, not forgotten: a new reader still takes over the sharing
     wait_for(lambda: engine.status()["epoch"] >= 2, "a new reader epoch for the rebuilt file")
     assert live_vectors(vec_dir, EMB.dim) is engine._reader.retriever.vectors
+
+
+def test_a_graph_in_use_is_built_again_after_a_batch(engine: ServingEngine) -> None:
+    assert engine.start_watching(debounce_ms=100)
+    wait_for(lambda: engine.watch_state()["ready"], "the update at start")
+    retriever = engine._reader.retriever
+    assert retriever._graph is None  # nobody asked: nothing is built in the background
+    before = engine.graph("defs", "original_helper")
+    assert before["definitions"] and retriever._graph is not None
+    (engine.root / "pkg" / "caller.py").write_text(
+        "from pkg.mod import original_helper\n\ndef uses_it():\n    return original_helper(1)\n"
+    )
+    wait_for(lambda: engine.watch_state()["batches"] >= 1, "the batch")
+    # the new generation's graph is made without a question asking for it
+    wait_for(
+        lambda: (
+            retriever._graph is not None
+            and retriever._graph.generation == engine.watch_state()["generation"]
+        ),
+        "the graph of the new generation",
+    )
+    callers = engine.graph("callers", "original_helper")["callers"]
+    assert [c["symbol"] for c in callers] == ["uses_it"]
+    engine.stop_watching()

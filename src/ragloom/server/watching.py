@@ -32,6 +32,7 @@ class _WatchingMixin(_ReadersMixin):
     _doc_embedder: Embedder | None
     _watch_thread: threading.Thread | None
     _watch_error: str
+    _graph_warming: bool = False
 
     def start_watching(
         self,
@@ -61,11 +62,17 @@ class _WatchingMixin(_ReadersMixin):
                 # the watcher's updates change the readers' vector index in memory (no file
                 # round trip per edit); it is saved when the tree has been quiet a while
                 share_live(vectors)
+
+            def batch_done(report: BatchReport) -> None:
+                if on_batch is not None:
+                    on_batch(report)
+                self._warm_graph()
+
             watcher = Watcher(
                 writer,
                 debounce_ms=debounce_ms,
                 rescan_s=rescan_s,
-                on_batch=on_batch,
+                on_batch=batch_done,
                 on_message=lambda m: log.info("watch: %s", m),
                 on_idle=self._persist_vectors,
             )
@@ -84,6 +91,25 @@ class _WatchingMixin(_ReadersMixin):
         self._watch_thread = thread
         thread.start()
         return True
+
+    def _warm_graph(self) -> None:
+        """After a batch, build the new generation's code graph in the background when the
+        graph is in use (it was built before), so the next graph question or structural
+        context does not wait for it (docs/graph.md, "What it costs"). One build at a time."""
+        reader = self._reader
+        if reader.retriever._graph is None or self._graph_warming:
+            return
+        self._graph_warming = True
+
+        def build() -> None:
+            try:
+                reader.retriever.code_graph()
+            except Exception as exc:  # a query will report it; serving goes on
+                log.info("code graph not rebuilt in the background: %s", exc)
+            finally:
+                self._graph_warming = False
+
+        threading.Thread(target=build, name="ragloom-graph", daemon=True).start()
 
     def stop_watching(self, timeout: float | None = 30.0) -> None:
         """Stop the watcher after the batch it is applying (nothing is left half-written) and

@@ -93,7 +93,8 @@ class CodeGraph:
         self._starts = {
             p: [self.defs[i].start_line for i in ids] for p, ids in self._by_path.items()
         }
-        self._weights: np.ndarray | None = None
+        self._walk: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        """PageRank's (source, target, normalised weight, dangling) arrays, made once."""
 
     # -- nodes -------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -268,14 +269,17 @@ class CodeGraph:
         n = len(self.defs)
         if n == 0:
             return np.zeros(0)
-        e = self.edges
-        src = np.concatenate([e.src, e.dst]).astype(np.int64)
-        dst = np.concatenate([e.dst, e.src]).astype(np.int64)
-        w = np.concatenate([e.conf, e.conf]).astype(np.float64)
-        keep = src != dst
-        src, dst, w = src[keep], dst[keep], w[keep]
-        out_w = np.bincount(src, weights=w, minlength=n)
-        norm = np.where(out_w[src] > 0, w / np.maximum(out_w[src], 1e-12), 0.0)
+        if self._walk is None:
+            e = self.edges
+            src = np.concatenate([e.src, e.dst]).astype(np.int64)
+            dst = np.concatenate([e.dst, e.src]).astype(np.int64)
+            w = np.concatenate([e.conf, e.conf]).astype(np.float64)
+            keep = src != dst
+            src, dst, w = src[keep], dst[keep], w[keep]
+            out_w = np.bincount(src, weights=w, minlength=n)
+            norm = np.where(out_w[src] > 0, w / np.maximum(out_w[src], 1e-12), 0.0)
+            self._walk = (src, dst, norm, out_w == 0)
+        src, dst, norm, dangling = self._walk
         restart = np.zeros(n)
         if seeds:
             for k, v in seeds.items():
@@ -283,7 +287,6 @@ class CodeGraph:
         if restart.sum() <= 0:
             restart[:] = 1.0
         restart /= restart.sum()
-        dangling = out_w == 0
         x = restart.copy()
         for _ in range(iterations):
             spread = np.bincount(dst, weights=norm * x[src], minlength=n)

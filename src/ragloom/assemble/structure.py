@@ -121,7 +121,11 @@ def add_related(
         seen.add(r.id)
         todo.append(r)
     if not todo:
-        return replace(ctx, structure={"related": 0, "tokens": 0, "candidates": len(related)})
+        return replace(
+            ctx,
+            stats=replace(ctx.stats, budget=budget.to_dict()),
+            structure={"related": 0, "tokens": 0, "candidates": len(related)},
+        )
     base = ctx.text
     used = ctx.stats.tokens_total if base else counter.count(head + tail)
     sep_tokens = counter.count(sep)
@@ -174,6 +178,7 @@ def add_related(
         tokens_total=total,
         tokens_per_part=[p.tokens for p in parts],
         unique_files=len({p.file_path for p in parts}),
+        budget=budget.to_dict(),  # the whole budget: the main parts had it less the share
     )
     info = {
         "related": len(blocks),

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ragloom.embed.base import Embedder
     from ragloom.graph import CodeGraph
     from ragloom.index.postgres import PostgresBackend
+    from ragloom.retrieve.search import SearchResult
 
 MAP_SEED_HITS = 20
 """Hits of the question that personalise the repository map's PageRank."""
@@ -491,35 +492,63 @@ class Index:
         ``structure`` (``signatures`` or ``bodies``) adds, within the same budget, what the
         selected code calls and what calls it (docs/graph.md, "Structural context").
         """
-        from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
-        from ragloom.assemble.structure import structure_budget
+        from ragloom.assemble import AssemblyPolicy, TokenBudget, get_counter
 
         if isinstance(budget, int):
             budget = TokenBudget.for_total(budget)
-        full_budget = budget
-        budget = structure_budget(budget, structure)
         tc = get_counter(counter) if isinstance(counter, str) else counter
         result = self.search(query, top_k=top_k, strategy=strategy)
+        if policy is None:
+            policy = AssemblyPolicy(format=format, include_scores=include_scores)
+        return self.assemble(query, result, budget=budget, policy=policy, counter=tc,
+                             structure=structure)  # fmt: skip
+
+    def assemble(
+        self,
+        query: str,
+        result: SearchResult,
+        *,
+        budget: TokenBudget,
+        policy: AssemblyPolicy,
+        counter: TokenCounter,
+        structure: StructureMode = "off",
+    ) -> AssembledContext:
+        """Assemble a search's hits into a context (what :meth:`get_context` does after its
+        search; the serving engine calls it with the search it cached). With ``structure``
+        the main parts get the budget less its held-back share and the related definitions
+        fill the rest; when none is added and parts were left out, the context is assembled
+        again with the whole budget."""
+        from ragloom.assemble import assemble_context
+        from ragloom.assemble.structure import structure_budget
+
         retriever = self.retriever
         embeddings = result.embeddings
         if len(embeddings) < len(result.hits):
             embeddings = retriever.embeddings_for_hits(result.hits)
-        if policy is None:
-            policy = AssemblyPolicy(format=format, include_scores=include_scores)
-        with retriever.telemetry.span("assembly", {"hits": len(result.hits)}) as span:
-            ctx = assemble_context(
+
+        def build(b: TokenBudget) -> AssembledContext:
+            return assemble_context(
                 query,
                 result.hits,
                 root=self.root,
-                budget=budget,
+                budget=b,
                 policy=policy,
-                counter=tc,
+                counter=counter,
                 embeddings=embeddings,
             )
+
+        with retriever.telemetry.span("assembly", {"hits": len(result.hits)}) as span:
+            main = structure_budget(budget, structure)
+            ctx = build(main)
+            if structure != "off":
+                ctx = self.add_structure(ctx, structure, budget, policy, counter)
+                info = ctx.structure or {}
+                if main is not budget and not info.get("related") and ctx.stats.truncated:
+                    # nothing related to show: the held-back share goes to the main parts
+                    ctx = build(budget)
+                    ctx.structure = dict(info)
             span.set_attribute("parts", len(ctx.parts))
             span.set_attribute("tokens", ctx.stats.tokens_total)
-        if structure != "off":
-            ctx = self.add_structure(ctx, structure, full_budget, policy, tc)
         return ctx
 
     def add_structure(

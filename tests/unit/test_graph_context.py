@@ -115,3 +115,20 @@ def test_structure_off_is_unchanged(indexes: dict[str, ragloom.Index]) -> None:
     assert plain.text == off.text and off.structure is None
     assert "structure" not in off.to_dict()
     assert all("relation" not in p for p in off.to_dict()["parts"])
+
+
+def test_nothing_related_leaves_no_budget_unused(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(12):
+        body = "\n\n".join(
+            f"Parsing note {i}.{k}: headers are parsed line by line." for k in range(8)
+        )
+        (root / f"note{i}.md").write_text(f"# Note {i}\n\n{body}\n")
+    idx = ragloom.open(root, embedder="hashing")
+    idx.index(embed=False, history=False)
+    plain = idx.get_context("how are headers parsed", budget=300)
+    assert plain.stats.truncated  # the budget is what limits it
+    with_structure = idx.get_context("how are headers parsed", budget=300, structure="bodies")
+    assert with_structure.structure is not None and with_structure.structure["related"] == 0
+    assert with_structure.text == plain.text  # the held-back share went to the main parts

@@ -14,10 +14,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
+from ragloom.assemble import AssemblyPolicy, TokenBudget, get_counter
 from ragloom.assemble.budget import Format
 from ragloom.assemble.context import ContextPart
-from ragloom.assemble.structure import StructureMode, structure_budget
+from ragloom.assemble.structure import StructureMode
 from ragloom.errors import ConfigError, InputError, OverloadedError, SearchError, TimeoutError_
 from ragloom.retrieve.search import SearchResult, hit_to_json, parse_search_spec
 from ragloom.server.cache import ResultCache
@@ -237,27 +237,14 @@ class _AnswersMixin(_WatchingMixin):
         structure: StructureMode = "off",
     ) -> dict[str, Any]:
         """What ``Index.get_context`` does after its search, keeping the search's generation."""
-        retriever = r.retriever
-        embeddings = result.embeddings
-        if len(embeddings) < len(result.hits):
-            embeddings = retriever.embeddings_for_hits(result.hits)
-        full = TokenBudget.for_total(budget)
-        policy = AssemblyPolicy(format=fmt)
-        tc = get_counter(counter)
-        with retriever.telemetry.span("assembly", {"hits": len(result.hits)}) as span:
-            ctx = assemble_context(
-                query,
-                result.hits,
-                root=self.root,
-                budget=structure_budget(full, structure),
-                policy=policy,
-                counter=tc,
-                embeddings=embeddings,
-            )
-            if structure != "off":
-                ctx = r.index.add_structure(ctx, structure, full, policy, tc)
-            span.set_attribute("parts", len(ctx.parts))
-            span.set_attribute("tokens", ctx.stats.tokens_total)
+        ctx = r.index.assemble(
+            query,
+            result,
+            budget=TokenBudget.for_total(budget),
+            policy=AssemblyPolicy(format=fmt),
+            counter=get_counter(counter),
+            structure=structure,
+        )
         parts = _parts_json(ctx.parts)
         extra = {"structure": ctx.structure} if ctx.structure is not None else {}
         return {

@@ -524,7 +524,7 @@ class Index:
         retriever = self.retriever
         embeddings = result.embeddings
         if len(embeddings) < len(result.hits):
-            embeddings = retriever.embeddings_for_hits(result.hits)
+            embeddings = retriever.embeddings_for_hits(result.hits, result.rowids)
 
         def build(b: TokenBudget) -> AssembledContext:
             return assemble_context(

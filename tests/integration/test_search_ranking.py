@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ragloom
@@ -166,3 +167,17 @@ def test_search_emits_a_span_per_stage(index: ragloom.Index) -> None:
     assert bm25["bm25_results"] > 0 and "duration_ms" in bm25
     # the dense span runs on a worker thread but belongs to the same trace
     assert spans["ragloom.dense"].context.trace_id == spans["ragloom.request"].context.trace_id
+
+
+@pytest.mark.parametrize("query", ["wrap text to a width", "decode a JSON document"])
+def test_hits_vectors_from_memory_equal_the_stored_ones(index: ragloom.Index, query: str) -> None:
+    # Context assembly takes the hits' vectors from the HNSW index when the search knows their
+    # rows; they are the vectors the index stores (the dedup and MMR see the same numbers).
+    result = index.search(query, top_k=10)
+    assert set(result.rowids) == {h.id for h in result.hits}
+    retriever = index.retriever
+    memory = retriever.embeddings_for_hits(result.hits, result.rowids)
+    stored = retriever.embeddings_for_hits(result.hits)
+    assert memory.keys() == stored.keys() == set(result.rowids)
+    for cid, vec in memory.items():
+        assert np.allclose(vec, stored[cid], atol=1e-6)

@@ -91,6 +91,25 @@ def test_a_lone_query_on_an_idle_batcher_does_not_wait() -> None:
     assert inner.calls == [1]
 
 
+def test_the_only_question_in_flight_does_not_wait_even_right_after_another() -> None:
+    inner = CountingEmbedder()
+    in_flight = [1]
+    batcher = BatchingEmbedder(
+        inner, window_ms=60_000.0, idle_s=3600.0, company=lambda: in_flight[0]
+    )
+    for i in range(3):  # back to back: the idle rule alone would wait a minute each
+        batcher.embed_query(f"q{i}")
+    assert inner.calls == [1, 1, 1]
+
+
+def test_with_company_in_flight_the_leader_waits_for_it() -> None:
+    inner = CountingEmbedder()
+    batcher = BatchingEmbedder(inner, window_ms=60_000.0, max_batch=4, company=lambda: 4)
+    got = _concurrent(batcher, [f"q{i}" for i in range(4)])  # one full batch, no waiting
+    assert all(isinstance(v, np.ndarray) for v in got)
+    assert inner.calls == [4]
+
+
 def test_an_error_reaches_every_caller_of_the_batch() -> None:
     batcher = BatchingEmbedder(CountingEmbedder(fail=True), window_ms=50.0, idle_s=0.0)
     got = _concurrent(batcher, [f"q{i}" for i in range(6)])

@@ -335,7 +335,10 @@ class OnnxEmbedder:
         """Token ids of each text after truncation (special tokens included)."""
         self._load()
         try:
-            encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
+            if len(texts) == 1:  # a query: no hand-off to the tokenizer's thread pool
+                encodings = [self._tokenizer.encode(texts[0], add_special_tokens=True)]
+            else:
+                encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
         except Exception as exc:
             raise EmbeddingError(f"tokenisation failed: {exc}") from exc
         return [list(e.ids) for e in encodings]

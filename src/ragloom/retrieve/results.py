@@ -60,6 +60,9 @@ class SearchResult:
     assembly reuses them for near-duplicate detection instead of reading them again."""
     generation: int = 0
     """The index generation every hit comes from (docs/consistency.md)."""
+    rowids: dict[str, int] = field(default_factory=dict, repr=False)
+    """Each hit's row in the index by chunk id (not in any answer): what
+    :meth:`~ragloom.retrieve.search.Retriever.embeddings_for_hits` looks vectors up by."""
 
 
 def build_hits(

@@ -178,10 +178,16 @@ def is_declaration(path: str, kind: str, text: str | None = None) -> bool:
         return True
     if not text:
         return False
-    if kind in ("class", "method", "function") and _ABSTRACT_RE.search(text) is not None:
+    # each pattern needs a literal word: a substring test (C, no regex machine) rules most
+    # texts out first (the priors stage asks this of ~70 candidates per question)
+    if (
+        kind in ("class", "method", "function")
+        and ("abstract" in text or "NotImplementedError" in text)
+        and _ABSTRACT_RE.search(text) is not None
+    ):
         first = text.split("\n", 1)[0]
         return kind != "class" or "Protocol" in first or "ABC" in first
-    if _TS_DECLARE_RE.search(text) is not None:
+    if "declare" in text and _TS_DECLARE_RE.search(text) is not None:
         return True
     if kind == "class" and path.endswith((".py", ".pyi")):
         defs = len(_PY_DEF_RE.findall(text))

@@ -11,8 +11,11 @@ join one open batch; its first caller (the leader) waits up to ``window_ms`` for
 early when the batch is full), then runs the whole batch as ONE ``embed_documents`` call of the
 wrapped embedder, and every caller takes its row. Calls that arrive while a batch runs queue in
 the next batch, whose leader runs it as soon as the running one ends, so under load batches
-form even with no window. A lone query on an idle batcher (no call within the last
-``idle_s``; 0 turns this off) runs at once: the window would only add latency there.
+form even with no window. A lone query runs at once, without the window, which would only
+add latency there (2-3 ms per question, docs/benchmarks.md "Cost of one question"): lone when
+``company`` (the engine's count of answers being computed, this one included) says no other
+question is in flight, or, without ``company``, when the batcher was idle (no call within the
+last ``idle_s``; 0 turns this off).
 
 Every shipped embedder defines ``embed_query(t)`` as ``embed_documents([t])[0]``, which is what
 makes batching queries through ``embed_documents`` the same computation. For a row-independent
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,11 +110,14 @@ class BatchingEmbedder(_Wrapper):
         window_ms: float = 2.0,
         max_batch: int = DEFAULT_BATCH_SIZE,
         idle_s: float = 0.05,
+        company: Callable[[], int] | None = None,
     ) -> None:
         super().__init__(inner)
         self.window_s = max(0.0, window_ms) / 1000.0
         self.max_batch = max(1, max_batch)
         self.idle_s = idle_s
+        self.company = company
+        """Questions in flight now, the caller's included (None: judge by ``idle_s``)."""
         self.stats = BatchStats()
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()
@@ -126,7 +132,10 @@ class BatchingEmbedder(_Wrapper):
             return vec
         now = time.monotonic()
         with self._lock:
-            idle = self.idle_s > 0 and now - self._last_arrival > self.idle_s
+            if self.company is not None:
+                idle = self.company() <= 1
+            else:
+                idle = self.idle_s > 0 and now - self._last_arrival > self.idle_s
             self._last_arrival = now
             batch = self._open
             leader = batch is None

@@ -149,7 +149,9 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
         self._watch_thread: threading.Thread | None = None
         self._watch_error = ""
         if base is not None:
-            self._batcher = BatchingEmbedder(base, window_ms=settings.server.batch_window_ms)
+            self._batcher = BatchingEmbedder(
+                base, window_ms=settings.server.batch_window_ms, company=lambda: self._computing
+            )
             self._embedder = CachingEmbedder(self._batcher, self._embedding_cache)
         self._epoch = 0
         self._reopen_after = 0.0

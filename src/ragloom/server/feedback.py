@@ -440,6 +440,11 @@ class FeedbackStore(FeedbackBase):
         return [str(r[0]) for r in rows]
 
 
+QUERY_LOG_GATHER_S: Final = 0.05
+"""How long the query-log writer gathers entries after the first before writing them (a
+flush or close ends the wait at once)."""
+
+
 class QueryLogger:
     """Writes query-log entries from a background thread, in batches, so an answer never waits
     for a database write; :meth:`flush` makes everything submitted so far visible (feedback
@@ -450,6 +455,8 @@ class QueryLogger:
         self._queue: queue.SimpleQueue[QueryLogEntry | threading.Event | None] = queue.SimpleQueue()
         self.errors = 0
         self.written = 0
+        self._urgent = threading.Event()
+        """Set by :meth:`flush` and :meth:`close`: the writer stops gathering at once."""
         self._thread = threading.Thread(target=self._loop, name="ragloom-query-log", daemon=True)
         self._thread.start()
 
@@ -459,10 +466,12 @@ class QueryLogger:
     def flush(self, timeout: float = 10.0) -> None:
         done = threading.Event()
         self._queue.put(done)
+        self._urgent.set()
         done.wait(timeout)
 
     def close(self) -> None:
         self._queue.put(None)
+        self._urgent.set()
         self._thread.join(timeout=10.0)
 
     def _loop(self) -> None:
@@ -470,7 +479,11 @@ class QueryLogger:
         while not stop:
             item = self._queue.get()
             items = [item]
-            time.sleep(0)  # let a burst of answers queue up behind the first
+            if isinstance(item, QueryLogEntry):
+                # gather what comes next while asleep: a put to a queue nobody waits on wakes
+                # no thread, so answers stop handing the GIL to this writer one by one
+                self._urgent.wait(QUERY_LOG_GATHER_S)
+            self._urgent.clear()
             while True:
                 try:
                     items.append(self._queue.get_nowait())

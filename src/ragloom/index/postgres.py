@@ -68,7 +68,9 @@ from ragloom.index.pg_search import BM25_KEEP_GENERATIONS as BM25_KEEP_GENERATIO
 from ragloom.index.pg_search import PgBm25, PgSearchBackend, PgVectors
 from ragloom.index.pg_search import bm25_cache_dir as bm25_cache_dir
 from ragloom.index.pg_update import PgUpdate
-from ragloom.index.store import ChunkRow, FileRow, GraphDefRow
+from ragloom.index.rows import CHUNK_COLS as _CHUNK_COLS
+from ragloom.index.rows import ChunkRow, FileRow, GraphDefRow, graph_record
+from ragloom.index.rows import row_to_chunk as _row_to_chunk
 
 if TYPE_CHECKING:
     import psycopg
@@ -86,15 +88,6 @@ __all__ = [
     "dsn_from_env",
     "migrate",
 ]
-
-_CHUNK_COLS = (
-    "rowid, id, path, symbol, kind, language, source, parent_id, start_byte, end_byte, "
-    "start_line, end_line, node_hash, file_hash"
-)
-
-
-def _row_to_chunk(row: Sequence[Any]) -> ChunkRow:
-    return ChunkRow(*row)
 
 
 class PostgresBackend(PgSearchBackend):
@@ -479,7 +472,7 @@ class PostgresBackend(PgSearchBackend):
                     )
                 ]
                 records = [
-                    (str(r[0]), str(r[1] or ""), bytes(r[2]) if r[2] is not None else b"")
+                    graph_record(r)
                     for r in conn.execute(
                         "SELECT f.path, f.language, g.data FROM files f LEFT JOIN file_graph g "
                         "ON g.repo_id = f.repo_id AND g.path = f.path AND g.hash = f.hash "

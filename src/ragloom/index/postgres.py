@@ -403,19 +403,17 @@ class PostgresBackend(PgSearchBackend):
         ]
 
     def kind_counts(self) -> dict[str, int]:
-        return {
-            str(k): int(n)
-            for k, n in self._fetchall(
-                "SELECT kind, count(*) FROM chunks WHERE repo_id = %s GROUP BY kind",
-                (self.repo_id,),
-            )
-        }
+        return self._count_by("kind")
 
     def language_counts(self) -> dict[str, int]:
+        return self._count_by("language")
+
+    def _count_by(self, column: str) -> dict[str, int]:
+        """The repository's chunks by the value of ``column``."""
         return {
             str(k): int(n)
             for k, n in self._fetchall(
-                "SELECT language, count(*) FROM chunks WHERE repo_id = %s GROUP BY language",
+                f"SELECT {column}, count(*) FROM chunks WHERE repo_id = %s GROUP BY {column}",
                 (self.repo_id,),
             )
         }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -87,12 +88,6 @@ CHUNK_COLS = (
 )
 """The columns of a :class:`ChunkRow`, in its order."""
 
-CHUNK_VALUE_COLS = (
-    "id, path, symbol, kind, language, source, parent_id, start_byte, end_byte, start_line, "
-    "end_line, node_hash, file_hash, text"
-)
-"""The columns a new chunk row is written with (:func:`chunk_values`), in that order."""
-
 CHUNK_META_COLS: tuple[str, ...] = (
     "symbol",
     "kind",
@@ -107,46 +102,28 @@ CHUNK_META_COLS: tuple[str, ...] = (
 )
 """What may change on a chunk row that keeps its rowid (same id and text, moved)."""
 
+# the meta columns in their order, but file_hash after node_hash
+_VALUE_NAMES = ("id", "path", *CHUNK_META_COLS[:-1], "node_hash", "file_hash", "text")
+CHUNK_VALUE_COLS = ", ".join(_VALUE_NAMES)
+"""The columns a new chunk row is written with (:func:`chunk_values`), in that order."""
+
+_meta = attrgetter(*CHUNK_META_COLS)
+_values = attrgetter(*_VALUE_NAMES)
+
 
 def row_to_chunk(row: Sequence[Any]) -> ChunkRow:
-    """A :class:`ChunkRow` from the columns :data:`CHUNK_COLS` (in a longer row: the first)."""
+    """A :class:`ChunkRow` from a row of the columns :data:`CHUNK_COLS`."""
     return ChunkRow(*row)
 
 
 def chunk_meta(c: Chunk) -> tuple[Any, ...]:
-    """The :data:`CHUNK_META_COLS` values of a chunk."""
-    return (
-        c.symbol,
-        c.kind,
-        c.language,
-        c.source,
-        c.parent_id,
-        c.start_byte,
-        c.end_byte,
-        c.start_line,
-        c.end_line,
-        c.file_hash,
-    )
+    """The :data:`CHUNK_META_COLS` values of a chunk (its attributes of those names)."""
+    return _meta(c)
 
 
 def chunk_values(c: Chunk) -> tuple[Any, ...]:
     """The :data:`CHUNK_VALUE_COLS` values of a chunk's new row."""
-    return (
-        c.id,
-        c.path,
-        c.symbol,
-        c.kind,
-        c.language,
-        c.source,
-        c.parent_id,
-        c.start_byte,
-        c.end_byte,
-        c.start_line,
-        c.end_line,
-        c.node_hash,
-        c.file_hash,
-        c.text,
-    )
+    return _values(c)
 
 
 def graph_record(row: Sequence[Any]) -> tuple[str, str, bytes]:

@@ -340,18 +340,17 @@ class Store(StoreGenerationsMixin, StoreGraphMixin, StoreEmbeddingsMixin, StoreS
         ]
 
     def kind_counts(self) -> dict[str, int]:
-        return {
-            str(k): int(n)
-            for k, n in self._db.execute(
-                f"SELECT kind, count(*) FROM chunks WHERE {_VISIBLE} GROUP BY kind"
-            )
-        }
+        return self._count_by("kind")
 
     def language_counts(self) -> dict[str, int]:
+        return self._count_by("language")
+
+    def _count_by(self, column: str) -> dict[str, int]:
+        """Chunks of the published generation by the value of ``column``."""
         return {
             str(k): int(n)
             for k, n in self._db.execute(
-                f"SELECT language, count(*) FROM chunks WHERE {_VISIBLE} GROUP BY language"
+                f"SELECT {column}, count(*) FROM chunks WHERE {_VISIBLE} GROUP BY {column}"
             )
         }
 

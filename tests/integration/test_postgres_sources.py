@@ -36,11 +36,12 @@ from ragloom.sources.itemstore import Item, ItemStore
 from ragloom.sources.pg_items import PgItemStorage
 from tests.conftest import copy_stdlib_packages, run_cli
 from tests.integration.test_http_api import ServerThread
+from tests.integration.test_postgres_backend import MODEL
+from tests.integration.test_postgres_backend import bm25_cache as bm25_cache  # autouse
 from tests.sources_fixture import commit, git, make_repo, write_exports
 
 pytestmark = pytest.mark.integration
 
-MODEL = "hashing:256"
 QUESTIONS = [
     "tighten validation for signup",
     "Tighten the signup validation rules",
@@ -50,11 +51,6 @@ QUESTIONS = [
     "render the request",
     "fix the upload retry count",
 ]
-
-
-@pytest.fixture(autouse=True)
-def bm25_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAGLOOM_CACHE_DIR", str(tmp_path / "ragloom-cache"))
 
 
 def _repo(path: Path) -> Path:

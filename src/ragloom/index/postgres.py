@@ -69,7 +69,7 @@ from ragloom.index.pg_search import PgBm25, PgSearchBackend, PgVectors
 from ragloom.index.pg_search import bm25_cache_dir as bm25_cache_dir
 from ragloom.index.pg_update import PgUpdate
 from ragloom.index.rows import CHUNK_COLS as _CHUNK_COLS
-from ragloom.index.rows import ChunkRow, FileRow, GraphDefRow, graph_record
+from ragloom.index.rows import FILE_COLS, ChunkRow, FileRow, GraphDefRow, graph_record
 from ragloom.index.rows import row_to_chunk as _row_to_chunk
 
 if TYPE_CHECKING:
@@ -337,11 +337,7 @@ class PostgresBackend(PgSearchBackend):
             return conn.execute(sql, params).fetchall()
 
     def files(self) -> dict[str, FileRow]:
-        rows = self._fetchall(
-            "SELECT path, hash, size, mtime, language, source, n_chunks FROM files "
-            "WHERE repo_id = %s",
-            (self.repo_id,),
-        )
+        rows = self._fetchall(f"SELECT {FILE_COLS} FROM files WHERE repo_id = %s", (self.repo_id,))
         return {str(r[0]): FileRow(*r) for r in rows}
 
     def file_count(self) -> int:

@@ -22,6 +22,7 @@ __all__ = [
     "CHUNK_COLS",
     "CHUNK_META_COLS",
     "CHUNK_VALUE_COLS",
+    "FILE_COLS",
     "ChunkRow",
     "ChunkSetDiff",
     "FileRow",
@@ -81,6 +82,9 @@ class GraphDefRow:
     start_line: int
     end_line: int
 
+
+FILE_COLS = "path, hash, size, mtime, language, source, n_chunks"
+"""The columns of a :class:`FileRow`, in its order."""
 
 CHUNK_COLS = (
     "rowid, id, path, symbol, kind, language, source, parent_id, start_byte, end_byte, "

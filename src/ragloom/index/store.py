@@ -40,6 +40,7 @@ from ragloom.errors import DbError, IncompatibleIndexError
 from ragloom.index.rows import CHUNK_COLS as _CHUNK_COLS
 from ragloom.index.rows import (
     CHUNK_VALUE_COLS,
+    FILE_COLS,
     ChunkRow,
     FileRow,
     GraphDefRow,
@@ -205,9 +206,7 @@ class Store(StoreGenerationsMixin, StoreGraphMixin, StoreEmbeddingsMixin, StoreS
     # -- files --------------------------------------------------------------------------
     def files(self) -> dict[str, FileRow]:
         """The files of the published generation."""
-        rows = self._db.execute(
-            "SELECT path, hash, size, mtime, language, source, n_chunks FROM files"
-        ).fetchall()
+        rows = self._db.execute(f"SELECT {FILE_COLS} FROM files").fetchall()
         return {r[0]: FileRow(*r) for r in rows}
 
     def file_count(self) -> int:
@@ -301,12 +300,7 @@ class Store(StoreGenerationsMixin, StoreGraphMixin, StoreEmbeddingsMixin, StoreS
     def visible_rowids(self) -> np.ndarray:
         """Rowids of the published generation, as :meth:`all_rowids`, read as one string
         (45 ms instead of 75-140 ms at 100k rows)."""
-        (joined,) = self._db.execute(
-            f"SELECT group_concat(rowid) FROM chunks WHERE {_VISIBLE}"
-        ).fetchone()
-        if not joined:
-            return np.zeros(0, dtype=np.int64)
-        return np.array(joined.split(","), dtype=np.int64)
+        return self._rowids_where(_VISIBLE)
 
     def symbol_rows(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
         """rowid -> (symbol, path, id) of these rows (any generation; absent rows left out)."""
@@ -359,8 +353,12 @@ class Store(StoreGenerationsMixin, StoreGraphMixin, StoreEmbeddingsMixin, StoreS
         """Rowids BM25 and HNSW must hold: the published generation's and the pending one's."""
         # one string instead of a Python tuple per row: 45 ms instead of 75-140 ms at 100k rows
         # (every update runs this twice, before and after its publication)
+        return self._rowids_where(_WANTED)
+
+    def _rowids_where(self, condition: str) -> np.ndarray:
+        """Rowids of the chunks that meet the SQL ``condition``, read as one string."""
         (joined,) = self._db.execute(
-            f"SELECT group_concat(rowid) FROM chunks WHERE {_WANTED}"
+            f"SELECT group_concat(rowid) FROM chunks WHERE {condition}"
         ).fetchone()
         if not joined:
             return np.zeros(0, dtype=np.int64)

@@ -69,7 +69,14 @@ from ragloom.index.pg_search import PgBm25, PgSearchBackend, PgVectors
 from ragloom.index.pg_search import bm25_cache_dir as bm25_cache_dir
 from ragloom.index.pg_update import PgUpdate
 from ragloom.index.rows import CHUNK_COLS as _CHUNK_COLS
-from ragloom.index.rows import FILE_COLS, ChunkRow, FileRow, GraphDefRow, graph_record
+from ragloom.index.rows import (
+    FILE_COLS,
+    ChunkCounts,
+    ChunkRow,
+    FileRow,
+    GraphDefRow,
+    graph_record,
+)
 from ragloom.index.rows import row_to_chunk as _row_to_chunk
 
 if TYPE_CHECKING:
@@ -90,7 +97,7 @@ __all__ = [
 ]
 
 
-class PostgresBackend(PgSearchBackend):
+class PostgresBackend(PgSearchBackend, ChunkCounts):
     """One repository in a PostgreSQL database (the storage contract, ``index/backend.py``).
 
     ``create=True`` (the indexer) migrates the schema and creates the repository row; readers
@@ -398,14 +405,7 @@ class PostgresBackend(PgSearchBackend):
             )
         ]
 
-    def kind_counts(self) -> dict[str, int]:
-        return self._count_by("kind")
-
-    def language_counts(self) -> dict[str, int]:
-        return self._count_by("language")
-
     def _count_by(self, column: str) -> dict[str, int]:
-        """The repository's chunks by the value of ``column``."""
         return {
             str(k): int(n)
             for k, n in self._fetchall(

@@ -23,6 +23,7 @@ __all__ = [
     "CHUNK_META_COLS",
     "CHUNK_VALUE_COLS",
     "FILE_COLS",
+    "ChunkCounts",
     "ChunkRow",
     "ChunkSetDiff",
     "FileRow",
@@ -134,6 +135,21 @@ def graph_record(row: Sequence[Any]) -> tuple[str, str, bytes]:
     """(path, language, record) from a (path, language, data) row of a file and its graph
     record (``b""`` for a file without one; language ``""`` when unknown)."""
     return str(row[0]), str(row[1] or ""), bytes(row[2]) if row[2] is not None else b""
+
+
+class ChunkCounts:
+    """The published chunks counted by kind and by language: one grouped count each, in the
+    backend's SQL (:meth:`_count_by`)."""
+
+    def _count_by(self, column: str) -> dict[str, int]:
+        """The published generation's chunks by the value of ``column``."""
+        raise NotImplementedError
+
+    def kind_counts(self) -> dict[str, int]:
+        return self._count_by("kind")
+
+    def language_counts(self) -> dict[str, int]:
+        return self._count_by("language")
 
 
 class ChunkSetDiff(NamedTuple):

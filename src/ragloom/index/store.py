@@ -41,6 +41,7 @@ from ragloom.index.rows import CHUNK_COLS as _CHUNK_COLS
 from ragloom.index.rows import (
     CHUNK_VALUE_COLS,
     FILE_COLS,
+    ChunkCounts,
     ChunkRow,
     FileRow,
     GraphDefRow,
@@ -68,7 +69,9 @@ __all__ = ["SCHEMA_VERSION", "ChunkRow", "FileRow", "GraphDefRow", "Store"]
 log = logging.getLogger("ragloom.index")
 
 
-class Store(StoreGenerationsMixin, StoreGraphMixin, StoreEmbeddingsMixin, StoreSpaceMixin):
+class Store(
+    StoreGenerationsMixin, StoreGraphMixin, StoreEmbeddingsMixin, StoreSpaceMixin, ChunkCounts
+):
     """A connection to the index's SQLite database."""
 
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
@@ -333,14 +336,7 @@ class Store(StoreGenerationsMixin, StoreGraphMixin, StoreEmbeddingsMixin, StoreS
             for r in self._db.execute(f"SELECT symbol, path, id FROM chunks WHERE {_VISIBLE}")
         ]
 
-    def kind_counts(self) -> dict[str, int]:
-        return self._count_by("kind")
-
-    def language_counts(self) -> dict[str, int]:
-        return self._count_by("language")
-
     def _count_by(self, column: str) -> dict[str, int]:
-        """Chunks of the published generation by the value of ``column``."""
         return {
             str(k): int(n)
             for k, n in self._db.execute(

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from ragloom.graph import CodeGraph
     from ragloom.index.postgres import PostgresBackend
     from ragloom.retrieve.search import SearchResult
+    from ragloom.sources.itemstore import ItemStorage
+    from ragloom.sources.pg_items import PgItemStorage
 
 MAP_SEED_HITS = 20
 """Hits of the question that personalise the repository map's PageRank."""
@@ -180,6 +182,12 @@ class Index:
     def _graph_store(self) -> Store | PostgresBackend:
         """What the graph and its answers (map, structure) read: the folder's store here."""
         return self._reader_store()
+
+    def source_storage(self) -> ItemStorage | None:
+        """Where this index's stored sources (docs, commits, issues, prs) keep their items
+        when not in ``<index>/sources/`` (None here: the folder; the database for
+        :class:`PostgresIndex`)."""
+        return None
 
     @property
     def retriever(self) -> Retriever:
@@ -426,7 +434,7 @@ class Index:
         if git_dir_of(self.root) is None:
             return None
         t0 = time.perf_counter()
-        source = CommitsSource(SourceContext(self.root, self.index_dir))
+        source = CommitsSource(SourceContext(self.root, self.index_dir, self.source_storage()))
         try:
             report = source.sync()
         except Exception as exc:
@@ -634,16 +642,17 @@ class Index:
         )
 
     def _history_status(self) -> dict[str, object]:
+        from ragloom.sources.base import SourceContext
         from ragloom.sources.commit_history import CommitHistory
+        from ragloom.sources.itemstore import BaseItemStore, has_item_store, open_item_store
 
-        if not (self.index_dir / "sources" / "commits.db").is_file():
+        ctx = SourceContext(self.root, self.index_dir, self.source_storage())
+        if not has_item_store(ctx, "commits"):
             return {}
-        hist = CommitHistory.open(self.index_dir, self.root)
+        hist = CommitHistory.attach(open_item_store(ctx, "commits"), self.root)
+        store: BaseItemStore
         if hist is None:
-            from ragloom.sources.itemstore import ItemStore
-
-            store = ItemStore(self.index_dir / "sources", "commits")
-            used = False
+            store, used = open_item_store(ctx, "commits"), False
         else:
             store, used = hist.store, True
         try:
@@ -705,6 +714,17 @@ class PostgresIndex(Index):
         ``storage.pool_size``)."""
         self.cache_dir = bm25_cache_dir(dsn, repository, cache_dir)
         self._backend: PostgresBackend | None = None
+        self._sources: PgItemStorage | None = None
+
+    def source_storage(self) -> PgItemStorage:
+        """The stored sources and the commit history of this repository in the database
+        (docs/postgres.md, "Sources and change history"), BM25 under ``cache_dir``."""
+        if self._sources is None:
+            from ragloom.sources.pg_items import PgItemStorage
+
+            self._open()  # the repository row the source tables are keyed by
+            self._sources = PgItemStorage(self.dsn, self.repository, self.cache_dir)
+        return self._sources
 
     def _graph_store(self) -> Store | PostgresBackend:
         """The repository in the database: :meth:`graph` (from ``file_graph`` and the code
@@ -743,10 +763,15 @@ class PostgresIndex(Index):
     def retriever(self) -> Retriever:
         if self._retriever is None:
             from ragloom.retrieve.reader import open_postgres_retriever
+            from ragloom.sources.commit_history import CommitHistory
 
-            self._retriever = open_postgres_retriever(
+            retriever = open_postgres_retriever(
                 self._open(), cache_dir=self.cache_dir, root=self.root, embedder=self._embedder_arg
             )
+            storage = self.source_storage()
+            if storage.has_store("commits"):
+                retriever.history = CommitHistory.attach(storage.open_store("commits"), self.root)
+            self._retriever = retriever
         return self._retriever
 
     def index(
@@ -762,9 +787,9 @@ class PostgresIndex(Index):
     ) -> IndexStats:
         """Build or update the repository in the database (one transaction per generation;
         ``rebuild`` re-parses every file and replaces every chunk in that one transaction).
-        ``history`` and ``recent_only`` are accepted for the same signature (embeddings are
-        looked for store-wide here): the change history is not kept in
-        PostgreSQL yet (docs/postgres.md), so its ranking step has nothing to use there."""
+        With ``history`` and a root in a git work tree the commit history is synced into the
+        database too (:meth:`source_storage`), as for a folder index; ``recent_only`` is
+        accepted for the same signature (embeddings are looked for store-wide here)."""
         from ragloom._version import __version__
         from ragloom.index.backend_index import index_into
 
@@ -804,6 +829,8 @@ class PostgresIndex(Index):
         stats.model = embedder.model_id
         if not embed:
             stats.embeddings_pending = len(backend.missing_embeddings(backend.info.embedding_key))
+        if history:
+            stats.history_commits = self._sync_history(stats)
         return stats
 
     def status(self, *, freshness: bool = True) -> IndexStatus:
@@ -839,6 +866,7 @@ class PostgresIndex(Index):
             disk_bytes=0,
             generation=info.generation,
             bm25={"backend": "postgres", "cache_dir": str(self.cache_dir)},
+            history=self._history_status(),
             ranking_model={"model": "global"},
             # no meta store here: indexed_branch and indexed_head stay null
             git=git_status(self.root, None, dirty=freshness, exclude=(self.index_dir,)),
@@ -854,6 +882,9 @@ class PostgresIndex(Index):
         if self._backend is not None:
             self._backend.close()
         self._backend = None
+        if self._sources is not None:
+            self._sources.close()
+        self._sources = None
 
 
 def _stale_files(root: Path, index_dir: Path, known: dict[str, FileRow]) -> dict[str, list[str]]:

@@ -57,7 +57,11 @@ def test_a_failing_sync_is_reported_and_the_others_go_on(tmp_path: Path) -> None
     )
     assert reports["docs"].status == "ok" and reports["docs"].total == 1
     result = ss.search("how do we release")
-    assert {s.source: s.status for s in result.statuses} == {"commits": "ok", "docs": "ok"}
+    # the failed commits sync left nothing: the source says so instead of an empty "ok"
+    assert {s.source: s.status for s in result.statuses} == {
+        "commits": "not_indexed",
+        "docs": "ok",
+    }
     assert [h.source for h in result.hits] == ["docs"]
     assert set(load_config(root / ".ragloom")) == {"commits", "docs"}
     ss.close()

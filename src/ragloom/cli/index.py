@@ -66,8 +66,8 @@ def index_cmd(
     if index_dir is not None:
         path_exists(index_dir)  # a NUL byte or an over-long name is bad input, said once
     if chosen_backend(backend, dsn) == "postgres":
-        if index_dir is not None or sources or github or issues_json or prs_json:
-            raise ConfigError("--backend postgres indexes PATH only (no --index-dir or --sources)")
+        if index_dir is not None:
+            raise ConfigError("--index-dir names a folder index; not with --backend postgres")
         idx = open_postgres_index(path, dsn, repo, model=model, create=True)
     else:
         idx = ragloom.Index(path, index_dir or path / ".ragloom", embedder=model)

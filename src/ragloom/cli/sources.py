@@ -193,9 +193,11 @@ def _search(
 
 
 def _status_line(result: Any) -> str:
-    return "sources: " + ", ".join(
+    line = "sources: " + ", ".join(
         f"{s.source} {s.status} {s.count} ({s.latency_ms:.0f} ms)" for s in result.statuses
     )
+    notes = [f"\nnote: {s.message}" for s in result.statuses if getattr(s, "message", None)]
+    return line + "".join(notes)
 
 
 def hit_json(
@@ -340,11 +342,11 @@ def run_index_sources(
 def status_sources(idx: Any) -> list[dict[str, object]] | None:
     """Freshness of the sources the last ``index --sources`` synced (None when none were)."""
     from ragloom.sources.multi import SourceSet
-    from ragloom.sources.registry import load_config
 
-    if not load_config(idx.index_dir):
+    ss = SourceSet.configured(idx.root, idx.index_dir, index=idx)
+    if not ss.sources:
+        ss.close()
         return None
-    ss = SourceSet.configured(idx.root, idx.index_dir)
     try:
         return list(ss.freshness())
     finally:

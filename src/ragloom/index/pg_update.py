@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ragloom.errors import DbError
 from ragloom.index.pg_schema import RepositoryInfo, _one_line, connect
 from ragloom.index.pg_search import _fill_vectors
+from ragloom.index.rows import CHUNK_META_COLS, CHUNK_VALUE_COLS, chunk_values, diff_chunk_set
 
 if TYPE_CHECKING:
     from ragloom.types import Chunk
@@ -32,22 +33,7 @@ class UpdateTarget(Protocol):
     def refresh_info(self) -> RepositoryInfo: ...
 
 
-_INSERT_COLS = (
-    "repo_id, id, path, symbol, kind, language, source, parent_id, start_byte, end_byte, "
-    "start_line, end_line, node_hash, file_hash, text"
-)
-_META_COLS = (
-    "symbol",
-    "kind",
-    "language",
-    "source",
-    "parent_id",
-    "start_byte",
-    "end_byte",
-    "start_line",
-    "end_line",
-    "file_hash",
-)
+_INSERT_COLS = f"repo_id, {CHUNK_VALUE_COLS}"
 
 
 class PgUpdate:
@@ -110,70 +96,23 @@ class PgUpdate:
         conn = self._conn
         if path in self._written:  # written before in this update: compare with those rows
             self._flush()
-        existing = (
-            {}
+        diff = diff_chunk_set(
+            ()
             if self._empty and path not in self._written
-            else {
-                str(r[0]): (int(r[1]), str(r[2]), tuple(r[3:]))
-                for r in conn.execute(
-                    f"SELECT id, rowid, node_hash, {', '.join(_META_COLS)} FROM chunks "
-                    "WHERE repo_id = %s AND path = %s",
-                    (self._repo_id, path),
-                )
-            }
+            else conn.execute(
+                f"SELECT id, rowid, node_hash, {', '.join(CHUNK_META_COLS)} FROM chunks "
+                "WHERE repo_id = %s AND path = %s",
+                (self._repo_id, path),
+            ),
+            chunks,
         )
-        new_ids = {c.id for c in chunks}
-        added = updated = kept = 0
-        drop: list[int] = []
-        sets = ", ".join(f"{col} = %s" for col in _META_COLS)
-        for c in chunks:
-            old = existing.get(c.id)
-            if old is not None and old[1] == c.node_hash:
-                meta = (
-                    c.symbol,
-                    c.kind,
-                    c.language,
-                    c.source,
-                    c.parent_id,
-                    c.start_byte,
-                    c.end_byte,
-                    c.start_line,
-                    c.end_line,
-                    c.file_hash,
-                )
-                if meta != old[2]:
-                    conn.execute(f"UPDATE chunks SET {sets} WHERE rowid = %s", (*meta, old[0]))
-                kept += 1
-                continue
-            if old is not None:
-                drop.append(old[0])
-                updated += 1
-            else:
-                added += 1
-            self._new.append(
-                (
-                    self._repo_id,
-                    c.id,
-                    c.path,
-                    c.symbol,
-                    c.kind,
-                    c.language,
-                    c.source,
-                    c.parent_id,
-                    c.start_byte,
-                    c.end_byte,
-                    c.start_line,
-                    c.end_line,
-                    c.node_hash,
-                    c.file_hash,
-                    c.text,
-                )
-            )
+        sets = ", ".join(f"{col} = %s" for col in CHUNK_META_COLS)
+        for rowid, meta in diff.moved:
+            conn.execute(f"UPDATE chunks SET {sets} WHERE rowid = %s", (*meta, rowid))
+        self._new.extend((self._repo_id, *chunk_values(c)) for c in diff.new)
         self._written.add(path)
-        stale = [rowid for cid, (rowid, _, _) in existing.items() if cid not in new_ids]
-        drop.extend(stale)
-        if drop:
-            conn.execute("DELETE FROM chunks WHERE rowid = ANY(%s)", (drop,))
+        if diff.drop:
+            conn.execute("DELETE FROM chunks WHERE rowid = ANY(%s)", (diff.drop,))
         self._files.append(
             (
                 self._repo_id,
@@ -190,7 +129,7 @@ class PgUpdate:
         self._graphs[path] = None if graph is None else (file_hash, graph)
         if len(self._new) >= 5000 or len(self._graphs) >= 2000:
             self._flush()
-        return added, updated, len(stale), kept
+        return diff.counts
 
     def put_file_graph(self, path: str, file_hash: str, data: bytes) -> None:
         """Keep the graph record of a file whose chunks are unchanged (a backfill)."""

@@ -68,7 +68,16 @@ from ragloom.index.pg_search import BM25_KEEP_GENERATIONS as BM25_KEEP_GENERATIO
 from ragloom.index.pg_search import PgBm25, PgSearchBackend, PgVectors
 from ragloom.index.pg_search import bm25_cache_dir as bm25_cache_dir
 from ragloom.index.pg_update import PgUpdate
-from ragloom.index.store import ChunkRow, FileRow, GraphDefRow
+from ragloom.index.rows import CHUNK_COLS as _CHUNK_COLS
+from ragloom.index.rows import (
+    FILE_COLS,
+    ChunkCounts,
+    ChunkRow,
+    FileRow,
+    GraphDefRow,
+    graph_record,
+)
+from ragloom.index.rows import row_to_chunk as _row_to_chunk
 
 if TYPE_CHECKING:
     import psycopg
@@ -87,17 +96,8 @@ __all__ = [
     "migrate",
 ]
 
-_CHUNK_COLS = (
-    "rowid, id, path, symbol, kind, language, source, parent_id, start_byte, end_byte, "
-    "start_line, end_line, node_hash, file_hash"
-)
 
-
-def _row_to_chunk(row: Sequence[Any]) -> ChunkRow:
-    return ChunkRow(*row)
-
-
-class PostgresBackend(PgSearchBackend):
+class PostgresBackend(PgSearchBackend, ChunkCounts):
     """One repository in a PostgreSQL database (the storage contract, ``index/backend.py``).
 
     ``create=True`` (the indexer) migrates the schema and creates the repository row; readers
@@ -344,11 +344,7 @@ class PostgresBackend(PgSearchBackend):
             return conn.execute(sql, params).fetchall()
 
     def files(self) -> dict[str, FileRow]:
-        rows = self._fetchall(
-            "SELECT path, hash, size, mtime, language, source, n_chunks FROM files "
-            "WHERE repo_id = %s",
-            (self.repo_id,),
-        )
+        rows = self._fetchall(f"SELECT {FILE_COLS} FROM files WHERE repo_id = %s", (self.repo_id,))
         return {str(r[0]): FileRow(*r) for r in rows}
 
     def file_count(self) -> int:
@@ -409,20 +405,11 @@ class PostgresBackend(PgSearchBackend):
             )
         ]
 
-    def kind_counts(self) -> dict[str, int]:
+    def _count_by(self, column: str) -> dict[str, int]:
         return {
             str(k): int(n)
             for k, n in self._fetchall(
-                "SELECT kind, count(*) FROM chunks WHERE repo_id = %s GROUP BY kind",
-                (self.repo_id,),
-            )
-        }
-
-    def language_counts(self) -> dict[str, int]:
-        return {
-            str(k): int(n)
-            for k, n in self._fetchall(
-                "SELECT language, count(*) FROM chunks WHERE repo_id = %s GROUP BY language",
+                f"SELECT {column}, count(*) FROM chunks WHERE repo_id = %s GROUP BY {column}",
                 (self.repo_id,),
             )
         }
@@ -479,7 +466,7 @@ class PostgresBackend(PgSearchBackend):
                     )
                 ]
                 records = [
-                    (str(r[0]), str(r[1] or ""), bytes(r[2]) if r[2] is not None else b"")
+                    graph_record(r)
                     for r in conn.execute(
                         "SELECT f.path, f.language, g.data FROM files f LEFT JOIN file_graph g "
                         "ON g.repo_id = f.repo_id AND g.path = f.path AND g.hash = f.hash "

@@ -9,7 +9,8 @@ from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 
-from ragloom.index.store_schema import _VISIBLE, GraphDefRow, StoreBase
+from ragloom.index.rows import GraphDefRow, graph_record
+from ragloom.index.store_schema import _VISIBLE, StoreBase
 
 
 class StoreGraphMixin(StoreBase):
@@ -60,7 +61,7 @@ class StoreGraphMixin(StoreBase):
                 )
             ]
             records = [
-                (str(r[0]), str(r[1] or ""), bytes(r[2]) if r[2] is not None else b"")
+                graph_record(r)
                 for r in self._db.execute(
                     "SELECT f.path, f.language, g.data FROM files f "
                     "LEFT JOIN file_graph g ON g.path = f.path AND g.hash = f.hash "

@@ -1,17 +1,18 @@
 """The SQLite store's schema: numbered migrations (``MIGRATIONS``, ``SCHEMA_VERSION``), the
-SQL fragments that pick a generation's rows, the row types, and :class:`StoreBase`, what the
-mixins of :class:`~ragloom.index.store.Store` may use of it. :meth:`Store._migrate
+SQL fragments that pick a generation's rows, and :class:`StoreBase`, what the mixins of
+:class:`~ragloom.index.store.Store` may use of it. :meth:`Store._migrate
 <ragloom.index.store.Store._migrate>` applies the migrations; :mod:`ragloom.index.store`
-re-exports every name.
+re-exports every name. The row types and chunk columns both backends share are in
+:mod:`ragloom.index.rows`.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ragloom.index.rows import CHUNK_META_COLS
 
 SCHEMA_VERSION = 3
 """Current schema version; each entry of MIGRATIONS moves the schema up by one."""
@@ -141,14 +142,7 @@ MIGRATIONS: tuple[str, ...] = (
 _IN_BATCH = 900
 """Values per ``IN (...)`` query."""
 
-_CHUNK_COLS = (
-    "rowid, id, path, symbol, kind, language, source, parent_id, start_byte, end_byte, "
-    "start_line, end_line, node_hash, file_hash"
-)
-_META_COLS = (
-    "symbol, kind, language, source, parent_id, start_byte, end_byte, start_line, end_line, "
-    "file_hash"
-)
+_META_COLS = ", ".join(CHUNK_META_COLS)
 """What may change on a chunk row that keeps its rowid (same id and text, moved)."""
 
 _GEN = "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'generation')"
@@ -165,64 +159,12 @@ RECLAIM_PAGES_PER_STEP = 4096
 ~0.3 s each on the 2-core test machine, docs/consistency.md)."""
 
 
-@dataclass(frozen=True, slots=True)
-class FileRow:
-    """One indexed file."""
-
-    path: str
-    hash: str
-    size: int
-    mtime: float
-    language: str | None
-    source: str
-    n_chunks: int
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkRow:
-    """A chunk as stored, without its text (fetch text separately when needed)."""
-
-    rowid: int
-    id: str
-    path: str
-    symbol: str
-    kind: str
-    language: str
-    source: str
-    parent_id: str | None
-    start_byte: int
-    end_byte: int
-    start_line: int
-    end_line: int
-    node_hash: str
-    file_hash: str
-
-
-@dataclass(frozen=True, slots=True)
-class GraphDefRow:
-    """A code chunk as the graph sees it: a definition (or a module's remainder)."""
-
-    rowid: int
-    id: str
-    path: str
-    symbol: str
-    kind: str
-    language: str
-    parent_id: str | None
-    start_line: int
-    end_line: int
-
-
 _DROP_UNUSED_GRAPHS = (
     "DELETE FROM file_graph WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.path = "
     "file_graph.path AND f.hash = file_graph.hash) AND NOT EXISTS (SELECT 1 FROM file_updates u "
     "WHERE u.path = file_graph.path AND u.hash = file_graph.hash)"
 )
 """Graph records no file row of the published or the pending generation names."""
-
-
-def _row_to_chunk(row: Sequence[object]) -> ChunkRow:
-    return ChunkRow(*row)  # type: ignore[arg-type]
 
 
 class StoreBase:

@@ -42,7 +42,8 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -55,6 +56,7 @@ __all__ = [
     "RATING_VALUES",
     "FeedbackBase",
     "FeedbackStore",
+    "NewRating",
     "QueryLogEntry",
     "QueryLogger",
 ]
@@ -73,6 +75,10 @@ QUERY_LOG_MAX_ROWS: Final = 1_000_000
 """The query log keeps at most this many answers (oldest without feedback go first); checked
 every :data:`_PRUNE_EVERY` inserts."""
 _PRUNE_EVERY: Final = 10_000
+_LOGGED: Final = ("query_id", "ts", "route", "query", "strategy", "generation", "hit_ids", "source")
+"""The query log's columns of an answer, in the order :meth:`FeedbackBase._query_row` gives
+them (and :meth:`FeedbackBase.query` names them)."""
+LOGGED_COLS: Final = ", ".join(_LOGGED)
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS query_log (
@@ -120,32 +126,65 @@ class QueryLogEntry:
     source: str = "server"
     latency_ms: float = 0.0
 
+    def logged(self, hit_ids: object) -> tuple[Any, ...]:
+        """The values of :data:`LOGGED_COLS`, with ``hit_ids`` as the database keeps them."""
+        return (
+            self.query_id,
+            self.ts,
+            self.route,
+            self.query,
+            self.strategy,
+            self.generation,
+            hit_ids,
+            self.source,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NewRating:
+    """One rating to store (:meth:`FeedbackBase.record_feedback`)."""
+
+    query_id: str
+    chunk_id: str
+    rating: str
+    comment: str | None
+    ts: float
+    in_results: bool
+
 
 class FeedbackBase(ABC):
     """The feedback operations and their checks, over a few storage primitives: the SQLite
     store (:class:`FeedbackStore`, the embedded backend) and the PostgreSQL one
-    (``ragloom.server.feedback_pg.PgFeedbackStore``) answer the same calls the same way."""
+    (``ragloom.server.feedback_pg.PgFeedbackStore``) answer the same calls the same way.
+    One connection each, guarded by :attr:`_lock`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inserted = 0
+        """Answers logged since the query log was last pruned."""
 
     # -- storage primitives ---------------------------------------------------------------
     @abstractmethod
-    def log_queries(self, entries: Sequence[QueryLogEntry]) -> None:
-        """Insert answers into the query log (one transaction; a known query_id is kept)."""
+    def _db_error(self) -> type[Exception]:
+        """The database driver's error class."""
 
     @abstractmethod
-    def query(self, query_id: str) -> dict[str, Any] | None:
-        """The logged answer ``query_id`` (query_id, ts, route, query, strategy, generation,
-        hit_ids, source), or None."""
+    def _insert_log(self, entries: Sequence[QueryLogEntry]) -> None:
+        """Insert answers into the query log in one transaction (a known query_id is kept);
+        the caller holds the lock."""
 
     @abstractmethod
-    def _insert_feedback(
-        self,
-        query_id: str,
-        chunk_id: str,
-        rating: str,
-        comment: str | None,
-        ts: float,
-        in_results: bool,
-    ) -> int:
+    def _prune(self) -> None:
+        """Keep at most :data:`QUERY_LOG_MAX_ROWS` answers (oldest without feedback go first);
+        the caller holds the lock."""
+
+    @abstractmethod
+    def _query_row(self, query_id: str) -> tuple[Any, ...] | None:
+        """The :data:`LOGGED_COLS` of the logged answer ``query_id`` (``hit_ids`` as a list),
+        or None."""
+
+    @abstractmethod
+    def _insert_feedback(self, new: NewRating) -> int:
         """Store one rating; its id."""
 
     @abstractmethod
@@ -173,6 +212,32 @@ class FeedbackBase(ABC):
     def close(self) -> None: ...
 
     # -- the operations -------------------------------------------------------------------
+    @contextmanager
+    def _guarded(self, what: str) -> Iterator[None]:
+        """Under the lock; a database error is a :class:`~ragloom.errors.DbError`
+        ``cannot <what>: ...``."""
+        with self._lock:
+            try:
+                yield
+            except self._db_error() as exc:
+                raise DbError(f"cannot {what}: {exc}") from exc
+
+    def log_queries(self, entries: Sequence[QueryLogEntry]) -> None:
+        """Insert answers into the query log (one transaction; a known query_id is kept)."""
+        if not entries:
+            return
+        with self._guarded("write the query log"):
+            self._insert_log(entries)
+            self._inserted += len(entries)
+            if self._inserted >= _PRUNE_EVERY:
+                self._inserted = 0
+                self._prune()
+
+    def query(self, query_id: str) -> dict[str, Any] | None:
+        """The logged answer ``query_id`` (query_id, ts, route, query, strategy, generation,
+        hit_ids, source), or None."""
+        row = self._query_row(query_id)
+        return None if row is None else dict(zip(_LOGGED, row, strict=True))
 
     def _known(self, query_id: str) -> dict[str, Any]:
         if not isinstance(query_id, str) or not query_id.strip():
@@ -199,17 +264,18 @@ class FeedbackBase(ABC):
         if comment is not None and len(comment) > MAX_COMMENT_CHARS:
             raise InputError(f"comment is longer than {MAX_COMMENT_CHARS} characters")
         logged = self._known(query_id)
-        in_results = chunk_id in logged["hit_ids"]
-        ts = time.time()
-        record_id = self._insert_feedback(query_id, chunk_id, rating, comment, ts, in_results)
+        new = NewRating(
+            query_id, chunk_id, rating, comment, time.time(), chunk_id in logged["hit_ids"]
+        )
+        record_id = self._insert_feedback(new)
         return {
             "id": record_id,
             "query_id": query_id,
             "chunk_id": chunk_id,
             "rating": rating,
             "comment": comment,
-            "timestamp": ts,
-            "in_results": in_results,
+            "timestamp": new.ts,
+            "in_results": new.in_results,
         }
 
     def query_feedback(self, query_id: str) -> list[dict[str, Any]]:
@@ -289,8 +355,7 @@ class FeedbackStore(FeedbackBase):
 
     def __init__(self, index_dir: Path) -> None:
         self.path = Path(index_dir) / FEEDBACK_DB_NAME
-        self._lock = threading.Lock()
-        self._inserted = 0
+        super().__init__()
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -304,38 +369,16 @@ class FeedbackStore(FeedbackBase):
         with self._lock:
             self._db.close()
 
+    def _db_error(self) -> type[Exception]:
+        return sqlite3.Error
+
     # -- query log ----------------------------------------------------------------------
-    def log_queries(self, entries: Sequence[QueryLogEntry]) -> None:
-        """Insert answers into the query log (one transaction)."""
-        if not entries:
-            return
-        rows = [
-            (
-                e.query_id,
-                e.ts,
-                e.route,
-                e.query,
-                e.strategy,
-                e.generation,
-                json.dumps(list(e.hit_ids)),
-                e.source,
+    def _insert_log(self, entries: Sequence[QueryLogEntry]) -> None:
+        with self._db:
+            self._db.executemany(
+                f"INSERT OR IGNORE INTO query_log({LOGGED_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [e.logged(json.dumps(list(e.hit_ids))) for e in entries],
             )
-            for e in entries
-        ]
-        with self._lock:
-            try:
-                with self._db:
-                    self._db.executemany(
-                        "INSERT OR IGNORE INTO query_log(query_id, ts, route, query, strategy, "
-                        "generation, hit_ids, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        rows,
-                    )
-                self._inserted += len(rows)
-                if self._inserted >= _PRUNE_EVERY:
-                    self._inserted = 0
-                    self._prune()
-            except sqlite3.Error as exc:
-                raise DbError(f"cannot write the query log: {exc}") from exc
 
     def _prune(self) -> None:
         (n,) = self._db.execute("SELECT count(*) FROM query_log").fetchone()
@@ -350,46 +393,27 @@ class FeedbackStore(FeedbackBase):
                 (extra,),
             )
 
-    def query(self, query_id: str) -> dict[str, Any] | None:
-        """The logged answer ``query_id``, or None."""
+    def _query_row(self, query_id: str) -> tuple[Any, ...] | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT query_id, ts, route, query, strategy, generation, hit_ids, source "
-                "FROM query_log WHERE query_id = ?",
-                (query_id,),
+                f"SELECT {LOGGED_COLS} FROM query_log WHERE query_id = ?", (query_id,)
             ).fetchone()
-        if row is None:
-            return None
-        return {
-            "query_id": row[0],
-            "ts": row[1],
-            "route": row[2],
-            "query": row[3],
-            "strategy": row[4],
-            "generation": row[5],
-            "hit_ids": json.loads(row[6]),
-            "source": row[7],
-        }
+        return None if row is None else (*row[:6], json.loads(row[6]), row[7])
 
-    def _insert_feedback(
-        self,
-        query_id: str,
-        chunk_id: str,
-        rating: str,
-        comment: str | None,
-        ts: float,
-        in_results: bool,
-    ) -> int:
-        with self._lock:
-            try:
-                with self._db:
-                    cur = self._db.execute(
-                        "INSERT INTO feedback(query_id, chunk_id, rating, comment, ts, in_results)"
-                        " VALUES (?, ?, ?, ?, ?, ?)",
-                        (query_id, chunk_id, rating, comment, ts, int(in_results)),
-                    )
-            except sqlite3.Error as exc:
-                raise DbError(f"cannot store feedback: {exc}") from exc
+    def _insert_feedback(self, new: NewRating) -> int:
+        with self._guarded("store feedback"), self._db:
+            cur = self._db.execute(
+                "INSERT INTO feedback(query_id, chunk_id, rating, comment, ts, in_results)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    new.query_id,
+                    new.chunk_id,
+                    new.rating,
+                    new.comment,
+                    new.ts,
+                    int(new.in_results),
+                ),
+            )
         return int(cur.lastrowid or 0)
 
     def _feedback_rows(self, query_id: str) -> list[tuple[Any, ...]]:
@@ -401,16 +425,11 @@ class FeedbackStore(FeedbackBase):
             ).fetchall()
 
     def _insert_usage(self, query_id: str, chunk_ids: Sequence[str], ts: float) -> None:
-        with self._lock:
-            try:
-                with self._db:
-                    self._db.executemany(
-                        "INSERT OR IGNORE INTO context_usage(query_id, chunk_id, ts) "
-                        "VALUES (?, ?, ?)",
-                        [(query_id, c, ts) for c in chunk_ids],
-                    )
-            except sqlite3.Error as exc:
-                raise DbError(f"cannot store context usage: {exc}") from exc
+        with self._guarded("store context usage"), self._db:
+            self._db.executemany(
+                "INSERT OR IGNORE INTO context_usage(query_id, chunk_id, ts) VALUES (?, ?, ?)",
+                [(query_id, c, ts) for c in chunk_ids],
+            )
 
     def _used(self, query_id: str) -> list[str]:
         with self._lock:

@@ -13,18 +13,22 @@ statements and never wait behind an indexer's update transaction (which touches 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
 from ragloom.errors import DbError, IndexNotFoundError
-from ragloom.server.feedback import QUERY_LOG_MAX_ROWS, FeedbackBase, QueryLogEntry
+from ragloom.server.feedback import (
+    LOGGED_COLS,
+    QUERY_LOG_MAX_ROWS,
+    FeedbackBase,
+    NewRating,
+    QueryLogEntry,
+)
 
 __all__ = ["PgFeedbackStore"]
 
 SIGNALS: Final[dict[str, int]] = {"helpful": 1, "partially_helpful": 0, "not_helpful": -1}
 """Migration 2's ``feedback.signal`` column (+1 / -1) for a rating."""
-_PRUNE_EVERY: Final = 10_000
 
 
 class PgFeedbackStore(FeedbackBase):
@@ -36,8 +40,7 @@ class PgFeedbackStore(FeedbackBase):
         from ragloom.index.postgres import connect
 
         self.repository = repository
-        self._lock = threading.Lock()
-        self._inserted = 0
+        super().__init__()
         self._conn = connect(dsn, app="ragloom-feedback")
         try:
             row = self._conn.execute(
@@ -55,58 +58,30 @@ class PgFeedbackStore(FeedbackBase):
         with self._lock:
             self._conn.close()
 
-    def _run(self, what: str, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    def _db_error(self) -> type[Exception]:
         import psycopg
 
-        with self._lock:
-            try:
-                cur = self._conn.execute(sql, params)
-                return cur.fetchall() if cur.description else []
-            except psycopg.Error as exc:
-                raise DbError(f"cannot {what}: {exc}") from exc
+        return psycopg.Error
+
+    def _run(self, what: str, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with self._guarded(what):
+            cur = self._conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
 
     # -- query log ----------------------------------------------------------------------
-    def log_queries(self, entries: Sequence[QueryLogEntry]) -> None:
-        import psycopg
-
-        if not entries:
-            return
-        rows = [
-            (
-                self.repo_id,
-                e.query_id,
-                e.ts,
-                e.route,
-                e.query,
-                e.strategy,
-                e.generation,
-                list(e.hit_ids),
-                len(e.hit_ids),
-                e.latency_ms,
-                e.source,
+    def _insert_log(self, entries: Sequence[QueryLogEntry]) -> None:
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO query_log(repo_id, {LOGGED_COLS}, hits, latency_ms) VALUES "
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (repo_id, query_id) WHERE query_id IS NOT NULL DO NOTHING",
+                [
+                    (self.repo_id, *e.logged(list(e.hit_ids)), len(e.hit_ids), e.latency_ms)
+                    for e in entries
+                ],
             )
-            for e in entries
-        ]
-        with self._lock:
-            try:
-                with self._conn.transaction(), self._conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO query_log(repo_id, query_id, ts, route, query, strategy, "
-                        "generation, hit_ids, hits, latency_ms, source) VALUES "
-                        "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                        "ON CONFLICT (repo_id, query_id) WHERE query_id IS NOT NULL DO NOTHING",
-                        rows,
-                    )
-                self._inserted += len(rows)
-                if self._inserted >= _PRUNE_EVERY:
-                    self._inserted = 0
-                    self._prune()
-            except psycopg.Error as exc:
-                raise DbError(f"cannot write the query log: {exc}") from exc
 
     def _prune(self) -> None:
-        """Keep at most :data:`QUERY_LOG_MAX_ROWS` answers of this repository (oldest without
-        feedback go first), as the SQLite store does."""
         row = self._conn.execute(
             "SELECT count(*) FROM query_log WHERE repo_id = %s", (self.repo_id,)
         ).fetchone()
@@ -120,38 +95,20 @@ class PgFeedbackStore(FeedbackBase):
             (self.repo_id, extra),
         )
 
-    def query(self, query_id: str) -> dict[str, Any] | None:
+    def _query_row(self, query_id: str) -> tuple[Any, ...] | None:
         rows = self._run(
             "read the query log",
-            "SELECT query_id, ts, route, query, strategy, generation, hit_ids, source "
-            "FROM query_log WHERE repo_id = %s AND query_id = %s",
+            f"SELECT {LOGGED_COLS} FROM query_log WHERE repo_id = %s AND query_id = %s",
             (self.repo_id, query_id),
         )
         if not rows:
             return None
         r = rows[0]
-        return {
-            "query_id": r[0],
-            "ts": r[1],
-            "route": r[2],
-            "query": r[3],
-            "strategy": r[4],
-            "generation": int(r[5]),
-            "hit_ids": list(r[6]),
-            "source": r[7],
-        }
+        return (*r[:5], int(r[5]), list(r[6]), r[7])
 
     # -- feedback -----------------------------------------------------------------------
-    def _insert_feedback(
-        self,
-        query_id: str,
-        chunk_id: str,
-        rating: str,
-        comment: str | None,
-        ts: float,
-        in_results: bool,
-    ) -> int:
-        logged = self.query(query_id)
+    def _insert_feedback(self, new: NewRating) -> int:
+        logged = self.query(new.query_id)
         rows = self._run(
             "store feedback",
             "INSERT INTO feedback(repo_id, query, chunk_id, signal, query_id, rating, comment, "
@@ -159,13 +116,13 @@ class PgFeedbackStore(FeedbackBase):
             (
                 self.repo_id,
                 logged["query"] if logged else "",
-                chunk_id,
-                SIGNALS[rating],
-                query_id,
-                rating,
-                comment,
-                in_results,
-                ts,
+                new.chunk_id,
+                SIGNALS[new.rating],
+                new.query_id,
+                new.rating,
+                new.comment,
+                new.in_results,
+                new.ts,
             ),
         )
         return int(rows[0][0])
@@ -179,18 +136,16 @@ class PgFeedbackStore(FeedbackBase):
         )
 
     def _insert_usage(self, query_id: str, chunk_ids: Sequence[str], ts: float) -> None:
-        import psycopg
-
-        with self._lock:
-            try:
-                with self._conn.transaction(), self._conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO context_usage(repo_id, query_id, chunk_id, ts) "
-                        "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                        [(self.repo_id, query_id, c, ts) for c in chunk_ids],
-                    )
-            except psycopg.Error as exc:
-                raise DbError(f"cannot store context usage: {exc}") from exc
+        with (
+            self._guarded("store context usage"),
+            self._conn.transaction(),
+            self._conn.cursor() as cur,
+        ):
+            cur.executemany(
+                "INSERT INTO context_usage(repo_id, query_id, chunk_id, ts) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [(self.repo_id, query_id, c, ts) for c in chunk_ids],
+            )
 
     def _used(self, query_id: str) -> list[str]:
         rows = self._run(

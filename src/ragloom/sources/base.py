@@ -16,9 +16,12 @@ import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ragloom.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ragloom.sources.itemstore import ItemStorage
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -68,10 +71,13 @@ DEFAULT_SETTINGS: Mapping[str, SourceSettings] = {
 @dataclass(frozen=True, slots=True)
 class SourceContext:
     """Where a source lives: the repository root and the index folder (its data goes under
-    ``<index_dir>/sources/``)."""
+    ``<index_dir>/sources/``), or ``storage``, where the stored sources keep their items
+    instead (PostgreSQL: :class:`ragloom.sources.pg_items.PgItemStorage`; sources open their
+    store with :func:`ragloom.sources.itemstore.open_item_store`, which picks)."""
 
     root: Path
     index_dir: Path
+    storage: ItemStorage | None = None
 
     @property
     def data_dir(self) -> Path:

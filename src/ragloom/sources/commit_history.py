@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ragloom.sources.itemstore import ItemStore
+from ragloom.sources.itemstore import BaseItemStore, ItemStore
 
 __all__ = ["CommitHistory", "work_tree_prefix"]
 
@@ -26,27 +26,40 @@ def _under(paths: Sequence[str], prefix: str) -> list[str]:
 
 
 class CommitHistory:
-    """:class:`ChangeHistory` over the ``commits`` source of an index
-    (``<index>/sources/commits.db`` and its BM25 folder). ``prefix`` is the indexed root's
-    folder inside the git work tree (``services/api/``; ``""`` at the top): paths outside it are
-    dropped and the rest made relative to it, like the index's own paths."""
+    """:class:`ChangeHistory` over the ``commits`` source of an index: its store (an
+    :class:`~ragloom.sources.itemstore.ItemStore` in ``<index>/sources/``, a
+    :class:`~ragloom.sources.pg_items.PgItemStore` in PostgreSQL), or the folder that holds
+    ``commits.db``. ``prefix`` is the indexed root's folder inside the git work tree
+    (``services/api/``; ``""`` at the top): paths outside it are dropped and the rest made
+    relative to it, like the index's own paths."""
 
-    def __init__(self, data_dir: Path, prefix: str = "") -> None:
-        self.data_dir = data_dir
+    def __init__(self, store: BaseItemStore | Path, prefix: str = "") -> None:
+        self.data_dir = store if isinstance(store, Path) else None
         self.prefix = prefix
-        self._store = ItemStore(data_dir, "commits")
+        self._store = ItemStore(store, "commits") if isinstance(store, Path) else store
 
     @classmethod
     def open(cls, index_dir: Path, root: Path | None = None) -> CommitHistory | None:
-        """The history of the index at ``index_dir`` whose root is ``root``; None when it keeps
-        no commits, none of them touched a file under ``root``, or they cannot be opened
+        """The history of the folder index at ``index_dir`` whose root is ``root``; None when it
+        keeps no commits, none of them touched a file under ``root``, or they cannot be opened
         (ranking then goes on without them, with a warning)."""
         data_dir = index_dir / "sources"
         if not (data_dir / "commits.db").is_file():
             return None
         try:
+            store = ItemStore(data_dir, "commits")
+        except Exception as exc:  # a broken source must not stop code search
+            log.warning("commit history unavailable, ranking without it: %s", exc)
+            return None
+        return cls.attach(store, root)
+
+    @classmethod
+    def attach(cls, store: BaseItemStore, root: Path | None = None) -> CommitHistory | None:
+        """The history over an open commits ``store`` (closed again when None is returned:
+        no commits, or none touched a file under ``root``, or it cannot be read)."""
+        try:
             prefix = work_tree_prefix(root) if root is not None else ""
-            hist = cls(data_dir, prefix or "")
+            hist = cls(store, prefix or "")
             # at the top of the work tree every commit path is under the root: only a
             # sub-folder needs the (whole-history) check that some commit touched it
             empty = hist.store.count() == 0 if not hist.prefix else not any(hist.changes())
@@ -56,10 +69,11 @@ class CommitHistory:
             return hist
         except Exception as exc:  # a broken source must not stop code search
             log.warning("commit history unavailable, ranking without it: %s", exc)
+            store.close()
             return None
 
     @property
-    def store(self) -> ItemStore:
+    def store(self) -> BaseItemStore:
         """The commits source's store (items, BM25)."""
         return self._store
 

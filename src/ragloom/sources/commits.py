@@ -26,7 +26,7 @@ from ragloom.sources.base import (
     SourceSettings,
     SyncReport,
 )
-from ragloom.sources.itemstore import Item, ItemStore, StoredSource
+from ragloom.sources.itemstore import BaseItemStore, Item, StoredSource
 
 __all__ = [
     "MAX_DIFF_FILES",
@@ -113,7 +113,7 @@ def _item(c: Commit, stat: Mapping[str, tuple[str, str]], web: str | None) -> It
 
 
 def store_commits(
-    store: ItemStore,
+    store: BaseItemStore,
     commits: Sequence[Commit],
     stats: Mapping[str, Mapping[str, tuple[str, str]]] | None = None,
     web: str | None = None,

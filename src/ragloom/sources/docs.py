@@ -305,7 +305,7 @@ class DocsSource(StoredSource):
         return set(self.store.groups())
 
     async def health_check(self) -> bool:
-        return self.store.db_path.exists()
+        return self.has_store()
 
     def freshness(self) -> dict[str, object]:
         last = self.store.get_meta("last_sync")

@@ -177,7 +177,7 @@ class _GitHubItems(StoredSource):
 
     # -- the contract -------------------------------------------------------------------
     async def health_check(self) -> bool:
-        return self.store.db_path.exists()
+        return self.has_store()
 
     def freshness(self) -> dict[str, object]:
         last_sync = self.store.get_meta("last_sync")

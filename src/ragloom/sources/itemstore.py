@@ -14,13 +14,16 @@ replaces updated items in place; tantivy opens in ~1 ms and deletes by rowid.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from ragloom.errors import DbError
 from ragloom.index.bm25 import FIELD_SEP, TantivyBm25, tokenise_document
@@ -33,7 +36,16 @@ from ragloom.sources.base import (
     SourceSettings,
 )
 
-__all__ = ["Item", "ItemStore"]
+__all__ = [
+    "BaseItemStore",
+    "Item",
+    "ItemStorage",
+    "ItemStore",
+    "StoredSource",
+    "has_item_store",
+    "item_document",
+    "open_item_store",
+]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -75,7 +87,164 @@ class Item:
     group: str = ""
 
 
-class ItemStore:
+def item_document(title: str, text: str, paths: Sequence[str]) -> str:
+    """The BM25 token string of one item (the same on every backend, so scores agree): the
+    title and text as the body, the paths in the ``path`` field, the title as the symbol."""
+    doc = FIELD_SEP.join((text, " ".join(paths), title, "", ""))
+    return tokenise_document(f"{title}\n{doc}")
+
+
+def item_values(it: Item) -> tuple[object, ...]:
+    """An item's stored columns, in :data:`ITEM_COLUMNS` order (paths and attribution as
+    JSON)."""
+    return (
+        it.id,
+        it.kind,
+        it.title,
+        it.text,
+        it.date,
+        it.url,
+        it.author,
+        json.dumps(list(it.paths)),
+        json.dumps(it.attribution or {}),
+        it.language,
+        it.group,
+    )
+
+
+ITEM_COLUMNS = "id, kind, title, text, date, url, author, paths, attribution, language, groupkey"
+"""The columns :func:`item_values` fills, on both backends."""
+
+
+def last_per_id(items: Iterable[Item]) -> list[Item]:
+    """``items`` with only the last of each id, in the order of those last ones (what writing
+    them one by one, each replacing the one before, leaves)."""
+    batch = list(items)
+    last = {it.id: i for i, it in enumerate(batch)}
+    return [it for i, it in enumerate(batch) if last[it.id] == i]
+
+
+class BaseItemStore(abc.ABC):
+    """An item store: the items of one source with BM25 search and filters. The reading half
+    is here, the same on every backend (SQLite: :class:`ItemStore`; PostgreSQL:
+    :class:`ragloom.sources.pg_items.PgItemStore`): a backend says how to run a ``SELECT``
+    over its own items (:meth:`_select`, SQL with ``?`` placeholders), how BM25 ranks them
+    (:meth:`_bm25_ranked`), and how it writes."""
+
+    name = ""
+
+    @abc.abstractmethod
+    def _select(
+        self, columns: str, where: str = "", params: Sequence[object] = (), tail: str = ""
+    ) -> list[tuple[Any, ...]]:
+        """``SELECT columns`` over this store's items, ``WHERE where`` when given, then
+        ``tail`` (GROUP BY, ORDER BY, LIMIT)."""
+
+    @abc.abstractmethod
+    def _bm25_ranked(self, text: str, k: int) -> list[tuple[int, float]]:
+        """Top ``k`` (rowid, BM25 score) for ``text``."""
+
+    @abc.abstractmethod
+    def get_meta(self, key: str) -> str | None:
+        """A sync cursor or other value of the source (None when not set)."""
+
+    @abc.abstractmethod
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set (None: delete) one meta value."""
+
+    @abc.abstractmethod
+    def upsert(self, items: Iterable[Item], *, replace_groups: Sequence[str] = ()) -> int:
+        """Insert or replace items (by id) and delete the groups named, atomically; returns
+        the number of items written."""
+
+    @abc.abstractmethod
+    def remove_groups(self, groups: Sequence[str]) -> int:
+        """Delete every item of these groups; returns how many."""
+
+    @abc.abstractmethod
+    def clear(self) -> None:
+        """Drop every item and meta value."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release what the store holds."""
+
+    def count(self) -> int:
+        return int(self._select("count(*)")[0][0])
+
+    def groups(self) -> dict[str, int]:
+        """Group key -> item count."""
+        return {
+            str(g): int(n) for g, n in self._select("groupkey, count(*)", tail="GROUP BY groupkey")
+        }
+
+    def paths(self) -> set[str]:
+        """Every path any item names."""
+        return {p for (raw,) in self._select("DISTINCT paths") for p in json.loads(raw)}
+
+    def path_lists(self, until: float | None = None) -> list[list[str]]:
+        """The paths of every item (dated at most ``until`` when given), one list per item,
+        in rowid order."""
+        where, params = ("date <= ?", (until,)) if until is not None else ("", ())
+        rows = self._select("paths", where, params, "ORDER BY rowid")
+        return [list(json.loads(raw)) for (raw,) in rows]
+
+    def recent_path_lists(self, n: int, until: float | None = None) -> list[list[str]]:
+        """The paths of the ``n`` newest items (dated at most ``until`` when given), newest
+        first (ties by rowid, the order they were stored in)."""
+        where, params = ("date <= ?", (until,)) if until is not None else ("", ())
+        rows = self._select(
+            "paths", where, (*params, n), "ORDER BY date DESC NULLS LAST, rowid LIMIT ?"
+        )
+        return [list(json.loads(raw)) for (raw,) in rows]
+
+    def search(
+        self, text: str, top_k: int, flt: SourceFilter | None = None, *, source: str = ""
+    ) -> list[SourceHit]:
+        """BM25 top ``top_k`` items for ``text`` that pass ``flt``, best first."""
+        f = flt or SourceFilter()
+        want = top_k if f.empty else top_k * _OVERFETCH
+        ranked = self._bm25_ranked(text, want)
+        if not ranked:
+            return []
+        by_row = {r: s for r, s in ranked}
+        rows = self._select(
+            "rowid, id, kind, title, text, date, url, author, paths, attribution, language",
+            f"rowid IN ({','.join('?' * len(by_row))})",
+            list(by_row),
+        )
+        hits: list[SourceHit] = []
+        for rowid, iid, kind, title, text_, date, url, author, paths, attr, lang in rows:
+            ps = tuple(json.loads(paths))
+            if not f.accepts(paths=ps, language=lang, date=date, author=author):
+                continue
+            hits.append(
+                SourceHit(
+                    source=source or self.name,
+                    id=iid,
+                    title=title,
+                    text=text_,
+                    score=by_row[int(rowid)],
+                    date=date,
+                    url=url,
+                    attribution=json.loads(attr),
+                    author=author,
+                    kind=kind,
+                    paths=ps,
+                )
+            )
+        hits.sort(key=lambda h: (-h.score, h.id))
+        return hits[:top_k]
+
+    def newest(self, column: str = "date") -> float | None:
+        """The newest item date (None when empty)."""
+        if column != "date":
+            raise ValueError(column)
+        rows = self._select("max(date)")
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+
+class ItemStore(BaseItemStore):
     """Items of one source, with BM25 search and filters."""
 
     def __init__(self, data_dir: Path, name: str) -> None:
@@ -126,25 +295,11 @@ class ItemStore:
                     removed.append(int(old[0]))
                     self._db.execute("DELETE FROM items WHERE rowid = ?", (old[0],))
                 cur = self._db.execute(
-                    "INSERT INTO items(id, kind, title, text, date, url, author, paths, "
-                    "attribution, language, groupkey) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        it.id,
-                        it.kind,
-                        it.title,
-                        it.text,
-                        it.date,
-                        it.url,
-                        it.author,
-                        json.dumps(list(it.paths)),
-                        json.dumps(it.attribution or {}),
-                        it.language,
-                        it.group,
-                    ),
+                    f"INSERT INTO items({ITEM_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                    item_values(it),
                 )
                 rowid = int(cur.lastrowid or 0)
-                doc = FIELD_SEP.join((it.text, " ".join(it.paths), it.title, "", ""))
-                added.append((rowid, tokenise_document(f"{it.title}\n{doc}")))
+                added.append((rowid, item_document(it.title, it.text, it.paths)))
         new = {r for r, _ in added}
         self._bm25.apply(added, [r for r in removed if r not in new])
         return len(batch)
@@ -169,100 +324,53 @@ class ItemStore:
         self._bm25 = TantivyBm25.reset(self.bm25_dir)
 
     # -- reading ------------------------------------------------------------------------
-    def count(self) -> int:
+    def _select(
+        self, columns: str, where: str = "", params: Sequence[object] = (), tail: str = ""
+    ) -> list[tuple[Any, ...]]:
+        sql = f"SELECT {columns} FROM items" + (f" WHERE {where}" if where else "")
         with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM items").fetchone()[0])
+            return self._db.execute(f"{sql} {tail}", tuple(params)).fetchall()
 
-    def groups(self) -> dict[str, int]:
-        """Group key -> item count."""
-        with self._lock:
-            rows = self._db.execute("SELECT groupkey, count(*) FROM items GROUP BY groupkey")
-            return {str(g): int(n) for g, n in rows}
-
-    def paths(self) -> set[str]:
-        """Every path any item names."""
-        with self._lock:
-            rows = self._db.execute("SELECT DISTINCT paths FROM items").fetchall()
-        return {p for (raw,) in rows for p in json.loads(raw)}
-
-    def path_lists(self, until: float | None = None) -> list[list[str]]:
-        """The paths of every item (dated at most ``until`` when given), one list per item,
-        in rowid order."""
-        with self._lock:
-            if until is None:
-                rows = self._db.execute("SELECT paths FROM items ORDER BY rowid").fetchall()
-            else:
-                rows = self._db.execute(
-                    "SELECT paths FROM items WHERE date <= ? ORDER BY rowid", (until,)
-                ).fetchall()
-        return [list(json.loads(raw)) for (raw,) in rows]
-
-    def recent_path_lists(self, n: int, until: float | None = None) -> list[list[str]]:
-        """The paths of the ``n`` newest items (dated at most ``until`` when given), newest
-        first (ties by rowid, the order they were stored in)."""
-        with self._lock:
-            if until is None:
-                rows = self._db.execute(
-                    "SELECT paths FROM items ORDER BY date DESC, rowid LIMIT ?", (n,)
-                ).fetchall()
-            else:
-                rows = self._db.execute(
-                    "SELECT paths FROM items WHERE date <= ? ORDER BY date DESC, rowid LIMIT ?",
-                    (until, n),
-                ).fetchall()
-        return [list(json.loads(raw)) for (raw,) in rows]
-
-    def search(
-        self, text: str, top_k: int, flt: SourceFilter | None = None, *, source: str = ""
-    ) -> list[SourceHit]:
-        """BM25 top ``top_k`` items for ``text`` that pass ``flt``, best first."""
-        f = flt or SourceFilter()
-        want = top_k if f.empty else top_k * _OVERFETCH
-        ranked = self._bm25.search(text, want)
-        if not ranked:
-            return []
-        by_row = {r: s for r, s in ranked}
-        marks = ",".join("?" * len(by_row))
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT rowid, id, kind, title, text, date, url, author, paths, attribution, "
-                f"language FROM items WHERE rowid IN ({marks})",
-                list(by_row),
-            ).fetchall()
-        hits: list[SourceHit] = []
-        for rowid, iid, kind, title, text_, date, url, author, paths, attr, lang in rows:
-            ps = tuple(json.loads(paths))
-            if not f.accepts(paths=ps, language=lang, date=date, author=author):
-                continue
-            hits.append(
-                SourceHit(
-                    source=source or self.name,
-                    id=iid,
-                    title=title,
-                    text=text_,
-                    score=by_row[int(rowid)],
-                    date=date,
-                    url=url,
-                    attribution=json.loads(attr),
-                    author=author,
-                    kind=kind,
-                    paths=ps,
-                )
-            )
-        hits.sort(key=lambda h: (-h.score, h.id))
-        return hits[:top_k]
-
-    def newest(self, column: str = "date") -> float | None:
-        """The newest item date (None when empty)."""
-        if column != "date":
-            raise ValueError(column)
-        with self._lock:
-            row = self._db.execute("SELECT max(date) FROM items").fetchone()
-        return None if row is None or row[0] is None else float(row[0])
+    def _bm25_ranked(self, text: str, k: int) -> list[tuple[int, float]]:
+        return self._bm25.search(text, k)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class ItemStorage(Protocol):
+    """Where the stored sources of an index keep their items, when not in the index folder
+    (``SourceContext.storage``; PostgreSQL: :class:`ragloom.sources.pg_items.PgItemStorage`).
+    Sources never ask which: they open their store through :func:`open_item_store`."""
+
+    index_flags: str
+    """What ``ragloom index`` needs to write there (``--backend postgres``; ``""`` for none)."""
+
+    def open_store(self, name: str) -> BaseItemStore: ...
+
+    def has_store(self, name: str) -> bool: ...
+
+    def load_config(self) -> dict[str, dict[str, Any]]: ...
+
+    def save_config(self, sources: Mapping[str, Mapping[str, Any]]) -> None: ...
+
+    def write_lock(self) -> AbstractContextManager[object]: ...
+
+
+def open_item_store(context: SourceContext, name: str) -> BaseItemStore:
+    """The store of source ``name`` where ``context`` keeps its sources: the storage it
+    carries, else ``<index>/sources/<name>.db`` (created when missing)."""
+    if context.storage is not None:
+        return context.storage.open_store(name)
+    return ItemStore(context.data_dir, name)
+
+
+def has_item_store(context: SourceContext, name: str) -> bool:
+    """True when source ``name`` has a store where ``context`` keeps its sources."""
+    if context.storage is not None:
+        return context.storage.has_store(name)
+    return (context.data_dir / f"{name}.db").is_file()
 
 
 class StoredSource:
@@ -275,17 +383,35 @@ class StoredSource:
     def __init__(self, context: SourceContext, settings: SourceSettings) -> None:
         self.context = context
         self.settings = settings
-        self._store: ItemStore | None = None
+        self._store: BaseItemStore | None = None
 
     @property
     def enabled(self) -> bool:
         return self.settings.enabled
 
     @property
-    def store(self) -> ItemStore:
+    def store(self) -> BaseItemStore:
         if self._store is None:
-            self._store = ItemStore(self.context.data_dir, self.name)
+            self._store = open_item_store(self.context, self.name)
         return self._store
+
+    def has_store(self) -> bool:
+        """True when the source's store exists (without creating it)."""
+        return self._store is not None or has_item_store(self.context, self.name)
+
+    def indexed(self) -> bool:
+        """True when the source was ever synced here (a query then answers from it; else the
+        orchestrator reports it ``not_indexed`` instead of an empty ``ok``)."""
+        if not self.has_store():
+            return False
+        return self.store.get_meta("last_sync") is not None or self.store.count() > 0
+
+    @property
+    def index_command(self) -> str:
+        """The command that syncs this source where it is stored."""
+        storage = self.context.storage
+        flags = f" {storage.index_flags}" if storage is not None and storage.index_flags else ""
+        return f"ragloom index{flags} --sources {self.name}"
 
     def initialize(self, settings: SourceSettings) -> None:
         self.settings = settings

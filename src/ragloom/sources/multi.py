@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,13 +42,14 @@ from ragloom.sources.orchestrate import (
 from ragloom.sources.registry import (
     create_source,
     default_settings,
-    load_config,
-    save_config,
+    load_source_config,
+    save_source_config,
     source_factories,
 )
 
 if TYPE_CHECKING:
     from ragloom.api import Index
+    from ragloom.sources.itemstore import ItemStorage
 
 __all__ = ["SourceSet"]
 
@@ -71,9 +73,12 @@ class SourceSet:
         options: Mapping[str, Mapping[str, Any]] | None = None,
         weights: Mapping[str, float] | None = None,
         index: Index | None = None,
+        storage: ItemStorage | None = None,
     ) -> None:
-        self.context = SourceContext(root.resolve(), index_dir.resolve())
-        self.saved = load_config(self.context.index_dir)
+        if storage is None and index is not None:
+            storage = index.source_storage()
+        self.context = SourceContext(root.resolve(), index_dir.resolve(), storage)
+        self.saved = load_source_config(self.context)
         factories = source_factories()
         self.sources: dict[str, Source] = {}
         self._history: Source | None = None
@@ -91,9 +96,12 @@ class SourceSet:
                 use(index)  # the caller's open index: one retriever and one model, not two
 
     @classmethod
-    def configured(cls, root: Path, index_dir: Path) -> SourceSet:
-        """The sources the last ``ragloom index --sources`` synced (none: an empty set)."""
-        return cls(root, index_dir, list(load_config(index_dir.resolve())))
+    def configured(cls, root: Path, index_dir: Path, *, index: Index | None = None) -> SourceSet:
+        """The sources the last ``ragloom index --sources`` synced (none: an empty set); with
+        ``index``, where that index keeps them (a PostgreSQL index: the database)."""
+        storage = index.source_storage() if index is not None else None
+        ctx = SourceContext(root.resolve(), index_dir.resolve(), storage)
+        return cls(root, index_dir, list(load_source_config(ctx)), index=index, storage=storage)
 
     # -- indexing -----------------------------------------------------------------------
     def sync(self, *, skip: Sequence[str] = ()) -> list[SyncReport]:
@@ -103,10 +111,16 @@ class SourceSet:
         order = [n for n in sorted(self.sources, key=lambda n: n != "code") if n not in skip]
         if "code" in order:  # Index.index takes the index's own write lock
             reports.append(self._sync_one("code"))
-        self.context.data_dir.mkdir(parents=True, exist_ok=True)
-        # the other sources under their own lock (<index>/sources/write.lock): two syncs at once
-        # would interleave cursors; a second one gets IndexLockedError (exit 22)
-        with WriteLock(self.context.data_dir):
+        # the other sources under their own lock (<index>/sources/write.lock, or the
+        # storage's: an advisory lock in PostgreSQL): two syncs at once would interleave
+        # cursors; a second one gets IndexLockedError (exit 22)
+        lock: AbstractContextManager[object]
+        if self.context.storage is not None:
+            lock = self.context.storage.write_lock()
+        else:
+            self.context.data_dir.mkdir(parents=True, exist_ok=True)
+            lock = WriteLock(self.context.data_dir)
+        with lock:
             reports.extend(self._sync_one(n) for n in order if n != "code")
             self._save_config()
         return reports
@@ -130,7 +144,7 @@ class SourceSet:
                 for k, v in self.settings[name].options.items()
                 if isinstance(v, str | int | float | bool)
             }
-        save_config(self.context.index_dir, config)
+        save_source_config(self.context, config)
 
     # -- querying -----------------------------------------------------------------------
     async def asearch(

@@ -8,7 +8,9 @@
    tasks do (a task that ignores its cancellation is abandoned, not awaited).
 2. A source that times out, raises or is disabled is left out of this answer and reported in
    ``statuses`` (``{source, count, latency_ms, status: ok|timeout|error|disabled}``); in strict
-   mode the first such failure raises :class:`~ragloom.errors.SearchError` instead.
+   mode the first such failure raises :class:`~ragloom.errors.SearchError` instead. A source
+   that was never synced here (its ``indexed()`` is false) is ``not_indexed``, with a
+   ``message`` naming the command that indexes it; it is no failure, even in strict mode.
 3. With both ``code`` and ``docs``, code hits in files the docs source holds are dropped (the
    code index chunks Markdown and text too): each section counts once, with the docs weight.
 4. Weighted RRF over the per-source lists (:func:`ragloom.retrieve.fusion.rrf_fuse_explain`,
@@ -68,6 +70,8 @@ class SourceStatus:
     latency_ms: float
     status: str
     error: str | None = None
+    message: str | None = None
+    """What to do about the status (``not_indexed``: the command that indexes the source)."""
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -78,6 +82,8 @@ class SourceStatus:
         }
         if self.error is not None:
             out["error"] = self.error
+        if self.message is not None:
+            out["message"] = self.message
         return out
 
 
@@ -100,8 +106,17 @@ async def _one(
     t0 = time.perf_counter()
     if not src.enabled:
         return [], SourceStatus(src.name, 0, 0.0, "disabled")
+    indexed = getattr(src, "indexed", None)
+
+    async def ask() -> list[SourceHit] | None:
+        # a source that can tell (an ``indexed()`` method: the stored sources) and was never
+        # synced here is reported as such, not as an empty ``ok``
+        if callable(indexed) and not await asyncio.to_thread(indexed):
+            return None
+        return await src.retrieve(query, opts)
+
     try:
-        hits = await asyncio.wait_for(src.retrieve(query, opts), per_source_s)
+        found = await asyncio.wait_for(ask(), per_source_s)
     except TimeoutError:
         ms = (time.perf_counter() - t0) * 1000
         return [], SourceStatus(
@@ -111,7 +126,16 @@ async def _one(
         ms = (time.perf_counter() - t0) * 1000
         return [], SourceStatus(src.name, 0, ms, "error", f"{type(exc).__name__}: {exc}")
     ms = (time.perf_counter() - t0) * 1000
-    return list(hits), SourceStatus(src.name, len(hits), ms, "ok")
+    if found is None:
+        command = getattr(src, "index_command", None) or f"ragloom index --sources {src.name}"
+        return [], SourceStatus(
+            src.name,
+            0,
+            ms,
+            "not_indexed",
+            message=f"the {src.name} source is not indexed here; index it with `{command}`",
+        )
+    return list(found), SourceStatus(src.name, len(found), ms, "ok")
 
 
 async def retrieve_all(

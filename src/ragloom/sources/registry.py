@@ -11,7 +11,8 @@ are also known without installed metadata (a source checkout run with ``PYTHONPA
 installed entry point of the same name wins, so a package can replace one.
 
 The configuration of an index's sources (which were synced, with which options) is kept in
-``<index>/sources/config.json`` so later syncs, queries and ``ragloom status`` use the same ones.
+``<index>/sources/config.json`` (in the database for a PostgreSQL index:
+:func:`load_source_config`) so later syncs, queries and ``ragloom status`` use the same ones.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "create_source",
     "load_config",
+    "load_source_config",
     "parse_source_list",
     "save_config",
+    "save_source_config",
     "source_factories",
 ]
 
@@ -129,3 +132,19 @@ def save_config(index_dir: Path, sources: Mapping[str, Mapping[str, Any]]) -> No
     folder = index_dir / "sources"
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_json(folder / CONFIG_NAME, {"sources": {k: dict(v) for k, v in sources.items()}})
+
+
+def load_source_config(context: SourceContext) -> dict[str, dict[str, Any]]:
+    """The saved source configuration where ``context`` keeps its sources (the storage it
+    carries, e.g. PostgreSQL, else ``<index>/sources/config.json``)."""
+    if context.storage is not None:
+        return context.storage.load_config()
+    return load_config(context.index_dir)
+
+
+def save_source_config(context: SourceContext, sources: Mapping[str, Mapping[str, Any]]) -> None:
+    """Save the source configuration where ``context`` keeps its sources."""
+    if context.storage is not None:
+        context.storage.save_config(sources)
+    else:
+        save_config(context.index_dir, sources)

@@ -395,7 +395,7 @@ def test_queries_run_on_a_one_thread_session_of_their_own() -> None:
     """A query is embedded on its own session (one intra-op thread, no spinning), created on
     the first query without creating the batch session; its vector is the batch session's for
     that text alone."""
-    emb = OnnxEmbedder(default_model_dir())
+    emb = OnnxEmbedder(default_model_dir(), adaptive=False)
     q = "parse a JSON document from a string"
     v = emb.embed_query(q)
     assert emb._query_session is not None and emb._session is None
@@ -406,3 +406,37 @@ def test_queries_run_on_a_one_thread_session_of_their_own() -> None:
     assert shared._query_session is None
     with pytest.raises(ConfigError, match="query_threads"):
         OnnxEmbedder(default_model_dir(), query_threads=0)
+
+
+@pytest.mark.parametrize("free", [True, False])
+def test_a_lone_query_uses_every_core_only_when_one_is_free(
+    free: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adaptive: on a machine with a core to spare a lone query runs on the batch session
+    (every core, spinning), else on the one-thread query session; the vector is the same."""
+    import ragloom.embed.onnx as onnx_mod
+
+    monkeypatch.setattr(onnx_mod, "_a_core_is_free", lambda: free)
+    emb = OnnxEmbedder(default_model_dir())
+    q = "open a zip archive and list its members"
+    v = emb.embed_query(q)
+    assert (emb._session is not None) is free
+    assert (emb._query_session is not None) is not free
+    assert np.array_equal(v, OnnxEmbedder(default_model_dir(), adaptive=False).embed_query(q))
+    with pytest.raises(ConfigError, match="adaptive"):
+        OnnxEmbedder(default_model_dir(), adaptive=1)  # type: ignore[arg-type]
+
+
+def test_the_load_average_is_read_at_most_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ragloom.embed.onnx as onnx_mod
+
+    reads: list[int] = []
+
+    def fake_load() -> tuple[float, float, float]:
+        reads.append(1)
+        return (0.0, 0.0, 0.0)
+
+    monkeypatch.setattr(onnx_mod.os, "getloadavg", fake_load)
+    monkeypatch.setattr(onnx_mod, "_load_seen", [-1.0, 0.0])
+    assert all(onnx_mod._a_core_is_free() for _ in range(50)) is ((os.cpu_count() or 1) > 0.5)
+    assert len(reads) == 1

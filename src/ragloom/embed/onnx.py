@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +115,28 @@ def read_model_meta(model_dir: Path) -> ModelMeta | None:
     return meta
 
 
+IDLE_LOAD_MARGIN = 0.5
+"""A core counts as free while the one-minute load average is below the cores less this."""
+_LOAD_TTL_S = 1.0
+_load_seen: list[float] = [-1.0, 0.0]
+"""(when, whether a core was free): the load average is read at most once a second."""
+
+
+def _a_core_is_free() -> bool:
+    """Whether this machine has a core to spare now (its load average; Unix only)."""
+    now = time.monotonic()
+    if now - _load_seen[0] < _LOAD_TTL_S:
+        return bool(_load_seen[1])
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # no load average here (Windows): never adaptive
+        free = False
+    else:
+        free = load < (os.cpu_count() or 1) - IDLE_LOAD_MARGIN
+    _load_seen[0], _load_seen[1] = now, float(free)
+    return free
+
+
 class OnnxEmbedder:
     """Embed with an ONNX transformer on the CPU (see the module docstring for the folder).
 
@@ -125,6 +149,11 @@ class OnnxEmbedder:
     other core slowed everything a search does after its embedding 1.5-3x on a busy 2-core
     machine, and concurrent queries of a server parallelise across queries anyway
     (docs/embedding.md, "Query session"); None embeds queries on the batch session;
+    ``adaptive`` (default on) still embeds a query on the batch session when the machine has a
+    core to spare (its one-minute load average below its cores less half a core) and no other
+    query is being embedded in this process: on an idle machine every core and spinning make
+    a lone query ~1.3 ms faster (docs/embedding.md, "Adaptive query session"), and the vector
+    is the same either way (both sessions give identical vectors for one text);
     ``max_seq_length`` overrides the folder's token limit (changing it changes ``model_id``,
     because long texts then embed differently). Texts are tokenised together, sorted by token
     count and run in batches of similar length (little padding); results come back in input
@@ -139,6 +168,7 @@ class OnnxEmbedder:
         max_seq_length: int | None = None,
         spin: bool = True,
         query_threads: int | None = 1,
+        adaptive: bool = True,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.spec = str(self.model_dir)
@@ -174,6 +204,10 @@ class OnnxEmbedder:
             base = f"{self.model_dir.resolve().name}@onnx"
         suffix = f"+seq{self.max_seq_length}" if self.max_seq_length != default_len else ""
         self._model_id = base + suffix
+        if not isinstance(adaptive, bool):
+            raise ConfigError(f"adaptive must be True or False, got {adaptive!r}")
+        self.adaptive = adaptive
+        self._queries_running = 0
         self._lock = threading.Lock()
         self._session: Any = None
         self._query_session: Any = None
@@ -378,9 +412,19 @@ class OnnxEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query (on the query session, see the class docstring); see
         :meth:`Embedder.embed_query`."""
-        if self.query_threads is None:
-            result: np.ndarray = self.embed_documents([text])[0]
-            return result
+        with self._lock:
+            alone = self._queries_running == 0
+            self._queries_running += 1
+        try:
+            if self.query_threads is None or (alone and self.adaptive and _a_core_is_free()):
+                result: np.ndarray = self.embed_documents([text])[0]
+                return result
+            return self._embed_on_query_session(text)
+        finally:
+            with self._lock:
+                self._queries_running -= 1
+
+    def _embed_on_query_session(self, text: str) -> np.ndarray:
         check_texts([text], DEFAULT_BATCH_SIZE)
         self._load(query=True)
         try:

@@ -228,9 +228,20 @@ def rrf_fuse_explain(
             seen.add(uid)
             contribs.setdefault(uid, []).append(w / (kf + rank))
             ranks.setdefault(uid, {})[name] = rank
-    fused = [FusedItem(uid, math.fsum(parts), ranks[uid]) for uid, parts in contribs.items()]
+    fused = [FusedItem(uid, _exact_sum(parts), ranks[uid]) for uid, parts in contribs.items()]
     fused.sort(key=lambda it: (-it.score, it.id))
     return fused
+
+
+def _exact_sum(parts: list[float]) -> float:
+    """``math.fsum(parts)``; one or two parts need no fsum: a single IEEE addition is already
+    the correctly rounded sum (and commutative), and most candidates have one or two."""
+    n = len(parts)
+    if n == 1:
+        return parts[0]
+    if n == 2:
+        return parts[0] + parts[1]
+    return math.fsum(parts)
 
 
 def _rrf_k(k: float) -> float:

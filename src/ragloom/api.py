@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ragloom.graph import CodeGraph
     from ragloom.index.postgres import PostgresBackend
     from ragloom.retrieve.search import SearchResult
-    from ragloom.sources.itemstore import ItemStorage
+    from ragloom.sources.base import ItemStorage
     from ragloom.sources.pg_items import PgItemStorage
 
 MAP_SEED_HITS = 20

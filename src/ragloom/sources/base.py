@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ragloom.errors import ConfigError
-
-if TYPE_CHECKING:
-    from ragloom.sources.itemstore import ItemStorage
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -66,6 +64,29 @@ DEFAULT_SETTINGS: Mapping[str, SourceSettings] = {
     "commits": SourceSettings(enabled=False, weight=0.1, top_k=5),
 }
 """tamma's default configuration (``rag.sources``); a source not listed gets weight 0.2, top 5."""
+
+
+class ItemStorage(Protocol):
+    """Where the stored sources of an index keep their items, when not in the index folder
+    (``SourceContext.storage``; PostgreSQL: :class:`ragloom.sources.pg_items.PgItemStorage`).
+    Sources never ask which: they open their store through
+    :func:`ragloom.sources.itemstore.open_item_store`, which checks that ``open_store`` gave an
+    item store (defined here, below the stores, so the stores can import this module)."""
+
+    index_flags: str
+    """What ``ragloom index`` needs to write there (``--backend postgres``; ``""`` for none)."""
+
+    def open_store(self, name: str) -> object:
+        """The store of source ``name`` (a ``ragloom.sources.itemstore.BaseItemStore``)."""
+        ...
+
+    def has_store(self, name: str) -> bool: ...
+
+    def load_config(self) -> dict[str, dict[str, Any]]: ...
+
+    def save_config(self, sources: Mapping[str, Mapping[str, Any]]) -> None: ...
+
+    def write_lock(self) -> AbstractContextManager[object]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,11 +19,10 @@ import asyncio
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ragloom.errors import DbError
 from ragloom.index.bm25 import FIELD_SEP, TantivyBm25, tokenise_document
@@ -39,7 +38,6 @@ from ragloom.sources.base import (
 __all__ = [
     "BaseItemStore",
     "Item",
-    "ItemStorage",
     "ItemStore",
     "StoredSource",
     "has_item_store",
@@ -339,30 +337,17 @@ class ItemStore(BaseItemStore):
             self._db.close()
 
 
-class ItemStorage(Protocol):
-    """Where the stored sources of an index keep their items, when not in the index folder
-    (``SourceContext.storage``; PostgreSQL: :class:`ragloom.sources.pg_items.PgItemStorage`).
-    Sources never ask which: they open their store through :func:`open_item_store`."""
-
-    index_flags: str
-    """What ``ragloom index`` needs to write there (``--backend postgres``; ``""`` for none)."""
-
-    def open_store(self, name: str) -> BaseItemStore: ...
-
-    def has_store(self, name: str) -> bool: ...
-
-    def load_config(self) -> dict[str, dict[str, Any]]: ...
-
-    def save_config(self, sources: Mapping[str, Mapping[str, Any]]) -> None: ...
-
-    def write_lock(self) -> AbstractContextManager[object]: ...
-
-
 def open_item_store(context: SourceContext, name: str) -> BaseItemStore:
     """The store of source ``name`` where ``context`` keeps its sources: the storage it
     carries, else ``<index>/sources/<name>.db`` (created when missing)."""
     if context.storage is not None:
-        return context.storage.open_store(name)
+        store = context.storage.open_store(name)
+        if not isinstance(store, BaseItemStore):
+            raise TypeError(
+                f"{type(context.storage).__name__}.open_store gave {type(store).__name__}, "
+                "not an item store"
+            )
+        return store
     return ItemStore(context.data_dir, name)
 
 

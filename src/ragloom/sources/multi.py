@@ -49,7 +49,7 @@ from ragloom.sources.registry import (
 
 if TYPE_CHECKING:
     from ragloom.api import Index
-    from ragloom.sources.itemstore import ItemStorage
+    from ragloom.sources.base import ItemStorage
 
 __all__ = ["SourceSet"]
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ragloom.api import Index
-from ragloom.errors import TimeoutError_
+from ragloom.errors import InputError, TimeoutError_
 from ragloom.server.engine import ServingEngine
 from ragloom.settings import load_settings
 from tests.conftest import copy_stdlib_packages
@@ -58,6 +58,38 @@ def test_query_time_limit(repo: Path) -> None:
                 break
             time.sleep(0.05)
         assert answer["cache_hit"] and answer["hits"]
+
+
+def test_query_time_limit_from_an_event_loop(repo: Path) -> None:
+    """The HTTP routes' path (answer_async): the same limit, count and cached answer after."""
+    import asyncio
+
+    with _engine(repo, **{"timeouts.query_ms": 40.0}) as eng:
+        retriever = eng._reader.retriever
+        real = retriever.search
+
+        def slow(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.3)
+            return real(*args, **kwargs)
+
+        retriever.search = slow  # type: ignore[method-assign]
+        with pytest.raises(TimeoutError_, match=r"timeouts\.query_ms = 40 ms"):
+            asyncio.run(eng.answer_async("context", QUERY))
+        assert eng.status()["fallbacks"]["query_timeout"] == 1
+        retriever.search = real  # type: ignore[method-assign]
+        deadline = time.monotonic() + 10
+        while True:  # the shielded computation ran on and cached its answer
+            try:
+                answer = asyncio.run(eng.answer_async("context", QUERY))
+            except TimeoutError_:
+                answer = {"cache_hit": False}
+            if answer["cache_hit"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert answer["cache_hit"] and answer["context"]
+        assert asyncio.run(eng.answer_async("search", QUERY, top_k=3))["hits"]
+        with pytest.raises(InputError, match="no query route"):
+            asyncio.run(eng.answer_async("status"))
 
 
 def test_bm25_wait_limit_answers_from_dense(repo: Path) -> None:

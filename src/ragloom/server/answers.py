@@ -5,11 +5,13 @@ shape of hits, context parts and assembled contexts (docs/serving.md).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
@@ -208,23 +210,48 @@ class _AnswersMixin(_WatchingMixin):
                 self._computing -= 1
 
     # -- queries ------------------------------------------------------------------------
+    async def answer_async(self, route: str, /, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """``search`` or ``context`` called from an event loop (the HTTP routes): the
+        question goes straight to the query pool and the loop awaits it, one thread hand-off
+        where ``run_in_threadpool(engine.context, ...)`` made two (the loop's worker, then the
+        pool). The same time limit, errors and caching as the method itself."""
+        if route not in ("search", "context"):
+            raise InputError(f"no query route {route!r}")
+        method = getattr(type(self), route).__wrapped__
+        fut = self._submit(functools.partial(method, self, *args, **kwargs))
+        try:
+            # shielded: past the limit the computation runs on and its answer is cached
+            result: dict[str, Any] = await asyncio.wait_for(
+                asyncio.shield(asyncio.wrap_future(fut)),
+                self._settings.timeouts.query_ms / 1000.0,
+            )
+        except TimeoutError:
+            raise self._timed_out() from None
+        return result
+
+    def _submit(self, fn: Callable[[], dict[str, Any]]) -> Future[dict[str, Any]]:
+        if self._closed:
+            raise InputError("the serving engine is closed")
+        return self._compute.submit(fn)
+
+    def _timed_out(self) -> TimeoutError_:
+        with self._lock:
+            self._fallbacks["query_timeout"] += 1
+        return TimeoutError_(
+            f"the query did not finish within timeouts.query_ms = "
+            f"{self._settings.timeouts.query_ms:g} ms "
+            "(it runs on; its answer is cached for the next ask)"
+        )
+
     def _bounded(self, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """``fn()`` within ``timeouts.query_ms``: past it the caller gets
         TimeoutError_ (HTTP 504, an MCP tool error) while the computation runs on and its
         answer is cached for the next ask. Typed errors of ``fn`` pass through."""
-        if self._closed:
-            raise InputError("the serving engine is closed")
-        limit_ms = self._settings.timeouts.query_ms
-        fut = self._compute.submit(fn)
+        fut = self._submit(fn)
         try:
-            return fut.result(timeout=limit_ms / 1000.0)
+            return fut.result(timeout=self._settings.timeouts.query_ms / 1000.0)
         except FutureTimeout:
-            with self._lock:
-                self._fallbacks["query_timeout"] += 1
-            raise TimeoutError_(
-                f"the query did not finish within timeouts.query_ms = {limit_ms:g} ms "
-                "(it runs on; its answer is cached for the next ask)"
-            ) from None
+            raise self._timed_out() from None
 
     def _assemble(
         self,

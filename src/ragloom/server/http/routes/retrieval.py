@@ -1,7 +1,8 @@
 """Retrieval routes: ``POST /search`` and ``POST /context``.
 
-The two hot routes hop to a thread once (every engine call is synchronous: ONNX, tantivy,
-SQLite) and return the engine's answer as JSON as it is: FastAPI would otherwise re-validate the
+The two hot routes hand the question to the engine's query pool once and await it
+(:meth:`ServingEngine.answer_async`: every engine call is synchronous, ONNX, tantivy, SQLite),
+and return the engine's answer as JSON as it is: FastAPI would otherwise re-validate the
 answer against its response model in a second thread hop, about half a millisecond per request
 on a busy machine. The models still document the answers in the OpenAPI schema, and
 schemathesis checks that the answers conform to them.
@@ -16,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, params
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 
 from ragloom.server.http.errors import documented_errors
 from ragloom.server.http.schemas import ContextResponse, SearchResponse
@@ -88,8 +88,8 @@ def router(
         answer the query, best first. Use it to find *where* something is; use /context to get
         the code itself within a token budget."""
         b: Any = body
-        answer = await run_in_threadpool(
-            engine.search,
+        answer = await engine.answer_async(
+            "search",
             b.query,
             top_k=b.top_k,
             strategy=b.strategy,
@@ -110,8 +110,8 @@ def router(
         """Search, then deduplicate, stitch and trim the best chunks into one context that fits
         the token budget, rendered for a prompt (`context`), with its parts and statistics."""
         b: Any = body
-        answer = await run_in_threadpool(
-            engine.context,
+        answer = await engine.answer_async(
+            "context",
             b.query,
             top_k=b.top_k,
             budget=b.budget,

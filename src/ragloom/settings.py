@@ -60,6 +60,7 @@ from ragloom.service.bm25_actor import DEFAULT_TIMEOUT_MS
 __all__ = [
     "CONFIG_FILE",
     "ENV_PREFIX",
+    "MAX_AUTO_WORKERS",
     "PYPROJECT_FILE",
     "TOKEN_ENV",
     "AssemblySettings",
@@ -75,6 +76,7 @@ __all__ = [
     "TimeoutSettings",
     "find_config_root",
     "load_settings",
+    "resolve_workers",
 ]
 
 log = logging.getLogger(__name__)
@@ -198,6 +200,22 @@ class EmbeddingSettings(BaseModel):
         return None if isinstance(value, str) and not value.strip() else value
 
 
+MAX_AUTO_WORKERS = 4
+"""``server.workers = 0`` runs this many worker processes at most (docs/serving.md)."""
+
+
+def resolve_workers(workers: int) -> int:
+    """The worker processes ``server.workers`` asks for: itself when positive; 0 (automatic)
+    is the CPUs this process may run on, at most :data:`MAX_AUTO_WORKERS`."""
+    if workers > 0:
+        return workers
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_AUTO_WORKERS))
+
+
 class ServerSettings(BaseModel):
     """``ragloom serve http`` / ``serve mcp``: address, token, request limits, batching."""
 
@@ -239,6 +257,13 @@ class ServerSettings(BaseModel):
         le=10_000,
         description="new answers computed at once; a question beyond them is answered 503 "
         "with Retry-After at once instead of queueing (0: no limit; docs/serving.md)",
+    )
+    workers: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="worker processes of `serve http` (0: automatic, the machine's CPUs up to "
+        f'{MAX_AUTO_WORKERS}; 1: one process; docs/serving.md "Workers")',
     )
 
     @field_validator("api_token", mode="before")

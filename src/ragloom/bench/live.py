@@ -156,7 +156,8 @@ def run_live_bench(
     started = time.time()
     try:
         with (
-            running_server(root, work_dir / "server.log") as url,
+            # one process: the watcher's state (/status "watch") lives in the primary worker
+            running_server(root, work_dir / "server.log", extra=("--workers", "1")) as url,
             httpx.Client(base_url=url, timeout=60.0) as client,
         ):
             _idle(client, timeout=600.0)  # the update at start indexes the probe copies

@@ -484,7 +484,7 @@ def _index_info(url: str, token: str | None) -> dict[str, Any]:
         s = httpx.get(f"{url}/status", headers=headers, timeout=10.0).json()
     except (httpx.HTTPError, ValueError):
         return {}
-    return {k: s.get(k) for k in ("chunks", "files", "generation", "model")}
+    return {k: s.get(k) for k in ("chunks", "files", "generation", "model", "workers")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -104,8 +104,12 @@ def _load(
     return _Served(root, loaded, lambda: ServingEngine.open(folder, loaded.settings), str(root))
 
 
-def _server_overrides(host: str | None, port: int | None, no_watch: bool = False) -> dict[str, Any]:
+def _server_overrides(
+    host: str | None, port: int | None, no_watch: bool = False, workers: int | None = None
+) -> dict[str, Any]:
     server: dict[str, Any] = {}
+    if workers is not None:
+        server["workers"] = workers
     if no_watch:
         server["watch"] = False
     if host is not None:
@@ -164,6 +168,12 @@ def serve_cmd() -> None:
     show_default=True,
     help="uvicorn's log level.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(0, 64),
+    help="Worker processes, each with its own copy of the index; 0 = automatic (the CPUs, "
+    "at most 4), 1 = one process [settings.server.workers: 0].",
+)
 @_NO_WATCH
 @backend_options
 @handle_errors
@@ -173,6 +183,7 @@ def serve_http_cmd(
     host: str | None,
     port: int | None,
     log_level: str,
+    workers: int | None = None,
     no_watch: bool = False,
     backend: str | None = None,
     dsn: str | None = None,
@@ -180,16 +191,28 @@ def serve_http_cmd(
 ) -> None:
     """Serve the index of PATH (a repository root or an index folder) over HTTP.
 
-    Prints the URL it listens on; stops on Ctrl-C / SIGTERM. Routes and examples:
-    docs/http-api.md, or GET /docs on the running server.
+    Prints the URL it listens on; stops on Ctrl-C / SIGTERM. With several workers
+    (--workers, docs/serving.md "Workers") each process holds the index and the kernel
+    spreads connections over them. Routes and examples: docs/http-api.md, or GET /docs on the
+    running server.
     """
     from ragloom.server.http import bind_socket, create_app, serve, url_of
+    from ragloom.settings import resolve_workers
 
-    overrides = _server_overrides(host, port, no_watch)
+    overrides = _server_overrides(host, port, no_watch, workers)
     served = _load(path, index_dir, overrides, backend, dsn, repo)
     loaded = served.loaded
     server = loaded.settings.server
+    count = resolve_workers(server.workers)
     sock = bind_socket(server.host, server.port)  # a port in use fails before the model loads
+    if count > 1:
+        try:
+            _supervise(
+                served, sock, count, (path, index_dir, overrides, backend, dsn, repo, log_level)
+            )
+        finally:
+            sock.close()
+        return
     try:
         engine = served.open()
         try:
@@ -209,6 +232,74 @@ def serve_http_cmd(
             engine.close()
     finally:
         sock.close()
+
+
+def _supervise(served: _Served, sock: Any, count: int, args: tuple[Any, ...]) -> None:
+    """``serve http`` with ``count`` worker processes (ragloom.server.http.workers): the URL
+    line once every worker is ready; a PostgreSQL-backed server starts worker 0 alone first,
+    so one process builds this node's BM25 cache and the others find it built."""
+    from ragloom.server.http import url_of
+    from ragloom.server.http.workers import run_workers
+
+    postgres = served.label.startswith("postgres:")
+
+    def announce(infos: list[dict[str, Any]]) -> None:
+        auth = " (bearer token required)" if any(i.get("token") for i in infos) else ""
+        pids = ", ".join(str(i["pid"]) for i in infos)
+        click.echo(f"ragloom: serving {served.label} on {url_of(sock)}{auth}")
+        click.echo(f"ragloom: {count} worker processes (pids {pids})", err=True)
+
+    run_workers(
+        _http_worker,
+        (*args, logging.getLogger("ragloom").level),
+        count,
+        sock,
+        announce=announce,
+        echo=lambda line: click.echo(line, err=True),
+        stagger=postgres,
+    )
+
+
+def _http_worker(
+    ctx: Any,
+    path: Path | None,
+    index_dir: Path | None,
+    overrides: dict[str, Any],
+    backend: str | None,
+    dsn: str | None,
+    repo: str | None,
+    log_level: str,
+    ragloom_level: int,
+) -> None:
+    """One worker process of ``serve http --workers N`` (a
+    :class:`~ragloom.server.http.workers.WorkerContext` ``ctx``): its own engine and app on
+    the shared socket. Worker 0, the primary, alone follows the work tree; every worker
+    follows the configuration files."""
+    from ragloom.logs import configure_logging
+    from ragloom.server.http import create_app, serve
+
+    configure_logging(ragloom_level or logging.WARNING)
+    served = _load(path, index_dir, overrides, backend, dsn, repo)
+    loaded = served.loaded
+    engine = served.open()
+    try:
+        engine.set_worker(ctx.index, ctx.count)
+        app = create_app(engine)
+        watcher = (
+            _start_watcher(served.root, engine, loaded, overrides)
+            if loaded.settings.server.reload
+            else None
+        )
+        ctx.ready({"token": _has_token(app)})
+        if ctx.primary:
+            _start_watching(engine, loaded, served.label)
+        try:
+            serve(app, ctx.sock, log_level=log_level)
+        finally:
+            if watcher is not None:
+                watcher.stop()
+    finally:
+        engine.close()
 
 
 def _has_token(app: Any) -> bool:

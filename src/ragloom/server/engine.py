@@ -180,6 +180,10 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
         except DbError as exc:  # a read-only index folder still serves queries
             self._feedback_error = str(exc)
             log.warning("feedback and the query log are off: %s", exc)
+        self.worker_index = 0
+        """This process's worker number under ``serve http --workers N`` (0: the primary)."""
+        self.worker_count = 1
+        """How many worker processes serve this index (:meth:`set_worker`)."""
         self.metrics = EngineMetrics(self._metrics_snapshot)
         if warm:
             self._warm()
@@ -243,6 +247,20 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
             pool_size=pool_size or settings.storage.pool_size,
         )
         return cls(target.index_dir, root, settings, embedder=embedder, warm=warm, target=target)
+
+    def set_worker(self, index: int, count: int) -> None:
+        """Declare this engine worker ``index`` of ``count`` processes serving the same index
+        (``serve http --workers``, docs/serving.md "Workers"). With more than one: re-index
+        jobs' records are shared through files (a job started on one worker can be polled on
+        another), and feedback naming an answer this worker does not know waits briefly for
+        the other workers' query logs (up to 3x their gathering interval)."""
+        from ragloom.server.feedback import QUERY_LOG_GATHER_S
+
+        self.worker_index, self.worker_count = index, count
+        if count > 1:
+            self._jobs_dir = self.target.jobs_dir()
+            if self._feedback_store is not None:
+                self._feedback_store.lookup_wait_s = 3 * QUERY_LOG_GATHER_S
 
     @_time_limited
     def search(

@@ -162,6 +162,11 @@ class FeedbackBase(ABC):
         self._lock = threading.Lock()
         self._inserted = 0
         """Answers logged since the query log was last pruned."""
+        self.lookup_wait_s = 0.0
+        """How long a lookup of an unknown ``query_id`` waits for it to appear: with several
+        worker processes the answer may come from another worker, whose query-log writer
+        stores it up to :data:`QUERY_LOG_GATHER_S` later (the engine sets it; 0: one
+        process, whose own log is flushed before the lookup)."""
 
     # -- storage primitives ---------------------------------------------------------------
     @abstractmethod
@@ -243,6 +248,11 @@ class FeedbackBase(ABC):
         if not isinstance(query_id, str) or not query_id.strip():
             raise InputError("query_id must be a non-empty string")
         logged = self.query(query_id)
+        if logged is None and self.lookup_wait_s > 0:
+            deadline = time.monotonic() + self.lookup_wait_s
+            while logged is None and time.monotonic() < deadline:
+                time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
+                logged = self.query(query_id)
         if logged is None:
             raise UnknownIdError(
                 f"unknown query_id {query_id!r}: feedback must name the query_id of an answer "

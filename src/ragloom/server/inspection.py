@@ -7,6 +7,7 @@ collector reads at scrape time (``ragloom.server.metrics``).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -26,6 +27,8 @@ class _InspectionMixin(_JobsMixin, _AnswersMixin):
     _embedding_cache: EmbeddingCache
     _batcher: BatchingEmbedder | None
     _bm25_state: tuple[float, str]
+    worker_index: int
+    worker_count: int
 
     def graph(
         self,
@@ -97,6 +100,8 @@ class _InspectionMixin(_JobsMixin, _AnswersMixin):
                 "jobs": running,
                 "fallbacks": dict(self._fallbacks),
                 "watch": self.watch_state(),
+                "worker": {"index": self.worker_index, "pid": os.getpid()},
+                "workers": self.worker_count,
             }
         )
         return st
@@ -131,4 +136,6 @@ class _InspectionMixin(_JobsMixin, _AnswersMixin):
             "generation": generation,
             "epoch": r.epoch,
             "jobs": jobs,
+            "worker": {"index": self.worker_index, "pid": os.getpid()},
+            "workers": self.worker_count,
         }

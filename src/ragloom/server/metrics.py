@@ -128,6 +128,17 @@ class _StateCollector(Collector):
         for state, n in sorted(s.get("jobs", {}).items()):
             jobs.add_metric([state], n)
         yield jobs
+        worker = s.get("worker") or {}
+        info = GaugeMetricFamily(
+            "ragloom_worker_info",
+            "The worker process that answered this scrape (serve http --workers)",
+            labels=["index", "pid"],
+        )
+        info.add_metric([str(worker.get("index", 0)), str(worker.get("pid", 0))], 1)
+        yield info
+        yield GaugeMetricFamily(
+            "ragloom_workers", "Worker processes serving this index", value=s.get("workers", 1)
+        )
 
 
 class EngineMetrics:

@@ -77,6 +77,10 @@ class ServingTarget(Protocol):
         """InputError when a re-index job must not run here (see :class:`PostgresTarget`)."""
         ...
 
+    def jobs_dir(self) -> Path:
+        """Where the worker processes of one server share their re-index jobs' records."""
+        ...
+
 
 class FolderTarget:
     """An index folder (the embedded backend)."""
@@ -130,6 +134,9 @@ class FolderTarget:
 
     def check_reindex(self) -> None:
         return None
+
+    def jobs_dir(self) -> Path:
+        return self.index_dir / "jobs"
 
 
 class PostgresTarget:
@@ -237,3 +244,10 @@ class PostgresTarget:
                 f"is, with `ragloom index PATH --backend postgres --repo {self.repository}`, or "
                 "start the server with the tree's PATH"
             )
+
+    def jobs_dir(self) -> Path:
+        """Beside this node's BM25 engines of the repository (the tree's folder may not be
+        writable; the jobs are this node's workers' business)."""
+        from ragloom.index.pg_search import bm25_cache_dir
+
+        return bm25_cache_dir(self.dsn, self.repository, self.cache_dir) / "jobs"

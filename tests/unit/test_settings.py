@@ -591,3 +591,21 @@ def test_storage_section_short_names_and_precedence(tmp_path: Path) -> None:
         load_settings(tmp_path, env={"RAGLOOM_BACKEND": "mysql"})
     with pytest.raises(ConfigError, match=r"storage\.ef_search"):
         load_settings(tmp_path, env={"RAGLOOM_STORAGE__EF_SEARCH": "0"})
+
+
+def test_server_workers_from_the_environment_and_automatic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragloom.settings import MAX_AUTO_WORKERS, resolve_workers
+
+    assert Settings().server.workers == 0
+    monkeypatch.setenv("RAGLOOM_SERVER__WORKERS", "3")
+    loaded = load_settings(tmp_path)
+    assert loaded.settings.server.workers == 3
+    assert loaded.sources["server.workers"] == "env:RAGLOOM_SERVER__WORKERS"
+    with pytest.raises(ConfigError, match=r"server\.workers"):
+        load_settings(tmp_path, env={"RAGLOOM_SERVER__WORKERS": "-1"})
+    assert resolve_workers(3) == 3 and resolve_workers(1) == 1
+    assert 1 <= resolve_workers(0) <= MAX_AUTO_WORKERS
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(16)))
+    assert resolve_workers(0) == MAX_AUTO_WORKERS

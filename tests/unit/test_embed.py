@@ -427,16 +427,53 @@ def test_a_lone_query_uses_every_core_only_when_one_is_free(
         OnnxEmbedder(default_model_dir(), adaptive=1)  # type: ignore[arg-type]
 
 
-def test_the_load_average_is_read_at_most_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_machine_load_is_read_at_most_twice_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
     import ragloom.embed.onnx as onnx_mod
 
     reads: list[int] = []
+    real = onnx_mod._machine_busy_s
 
-    def fake_load() -> tuple[float, float, float]:
+    def counting() -> float | None:
         reads.append(1)
-        return (0.0, 0.0, 0.0)
+        return real()
 
-    monkeypatch.setattr(onnx_mod.os, "getloadavg", fake_load)
-    monkeypatch.setattr(onnx_mod, "_load_seen", [-1.0, 0.0])
-    assert all(onnx_mod._a_core_is_free() for _ in range(50)) is ((os.cpu_count() or 1) > 0.5)
-    assert len(reads) == 1
+    monkeypatch.setattr(onnx_mod, "_machine_busy_s", counting)
+    load = onnx_mod._MachineLoad()
+    load._t -= 1.0
+    for _ in range(50):
+        load.core_free()
+    assert len(reads) == 2  # one at creation, one for the first look
+
+
+@pytest.mark.parametrize(("others_busy", "free"), [(0.2, True), (0.9, False)])
+def test_a_core_is_free_when_the_other_processes_leave_one(
+    others_busy: float, free: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On 2 cores: this process busy for a whole core (a loop of queries) and the others at
+    ``others_busy`` cores over the last second."""
+    import ragloom.embed.onnx as onnx_mod
+
+    monkeypatch.setattr(onnx_mod.os, "cpu_count", lambda: 2)
+    clock = {"busy": 100.0}
+    monkeypatch.setattr(onnx_mod, "_machine_busy_s", lambda: clock["busy"])
+    load = onnx_mod._MachineLoad()
+    load._t -= 1.0
+    load._cpu -= 1.0  # this process used one core over the last second
+    clock["busy"] += 1.0 + others_busy
+    assert load.core_free() is free
+
+
+def test_without_proc_stat_the_load_average_less_our_own_use_decides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ragloom.embed.onnx as onnx_mod
+
+    monkeypatch.setattr(onnx_mod, "_machine_busy_s", lambda: None)
+    monkeypatch.setattr(onnx_mod.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(onnx_mod.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    load = onnx_mod._MachineLoad()
+    load._own = 1.0  # a minute of one busy core: the load average is all this process's
+    load._t -= 1.0
+    load._cpu -= 1.0
+    assert load.core_free()
+    assert not onnx_mod._MachineLoad().core_free()  # the same load, none of it ours

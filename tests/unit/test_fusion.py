@@ -611,3 +611,21 @@ def test_file_evidence_properties(
     fs = file_scores(ranked, paths, weight, decay, top)
     seen = [fs[f] for f in dict.fromkeys(paths[i] for i, _ in out)]
     assert all(a >= b - 1e-9 for a, b in itertools.pairwise(seen))
+
+
+def test_dense_ties_come_in_row_order_and_nothing_else_moves() -> None:
+    from ragloom.retrieve.search import tied_by_row
+
+    hits = [(9, 0.9), (7, 0.8), (3, 0.8), (5, 0.8), (1, 0.7), (8, 0.6), (2, 0.6)]
+    assert tied_by_row(hits) == [
+        (9, 0.9),
+        (3, 0.8),
+        (5, 0.8),
+        (7, 0.8),
+        (1, 0.7),
+        (2, 0.6),
+        (8, 0.6),
+    ]
+    untied = [(4, 0.9), (1, 0.5), (3, 0.1)]
+    assert tied_by_row(untied) is untied
+    assert tied_by_row([]) == []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
 import time
@@ -116,25 +117,74 @@ def read_model_meta(model_dir: Path) -> ModelMeta | None:
 
 
 IDLE_LOAD_MARGIN = 0.5
-"""A core counts as free while the one-minute load average is below the cores less this."""
-_LOAD_TTL_S = 1.0
-_load_seen: list[float] = [-1.0, 0.0]
-"""(when, whether a core was free): the load average is read at most once a second."""
+"""A lone query takes every core while the *other* processes use less than the cores less one
+(for this query) less this margin: less than half a core on 2 cores."""
+_LOAD_TTL_S = 0.5
+_LOAD_WINDOW_S = 60.0
+
+
+def _machine_busy_s() -> float | None:
+    """CPU seconds the whole machine has spent busy since boot (Linux ``/proc/stat``), None
+    where there is no such file."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()[1:9]
+        ticks = [int(x) for x in fields]
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+        return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+class _MachineLoad:
+    """Whether the machine has a core to spare for this process now: the CPU the other
+    processes used since the last look (at most every half second), which is the machine's
+    busy time (``/proc/stat``) less this process's own. Where there is no ``/proc/stat`` the
+    one-minute load average stands in, less this process's own CPU use averaged over the same
+    minute (else a loop of queries would see its own load)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._when = -1.0
+        self._free = False
+        self._t = time.monotonic()
+        self._cpu = time.process_time()
+        self._busy = _machine_busy_s()
+        self._own = 0.0
+        """This process's CPU use, in cores, averaged over a minute (the load-average way)."""
+
+    def core_free(self) -> bool:
+        now = time.monotonic()
+        if now - self._when < _LOAD_TTL_S:
+            return self._free
+        with self._lock:
+            if now - self._when < _LOAD_TTL_S:
+                return self._free
+            cpu, busy = time.process_time(), _machine_busy_s()
+            dt = now - self._t
+            others: float | None = None
+            if busy is not None and self._busy is not None and dt > 0:
+                others = max(0.0, (busy - self._busy) - (cpu - self._cpu)) / dt
+            elif dt > 0:
+                rate = (cpu - self._cpu) / dt
+                self._own += (1.0 - math.exp(-dt / _LOAD_WINDOW_S)) * (rate - self._own)
+                try:
+                    others = os.getloadavg()[0] - self._own
+                except (OSError, AttributeError):  # neither (Windows): never adaptive
+                    others = None
+            self._t, self._cpu, self._busy = now, cpu, busy
+            cores = os.cpu_count() or 1
+            self._free = others is not None and others < cores - 1 - IDLE_LOAD_MARGIN
+            self._when = now
+            return self._free
+
+
+_MACHINE = _MachineLoad()
 
 
 def _a_core_is_free() -> bool:
-    """Whether this machine has a core to spare now (its load average; Unix only)."""
-    now = time.monotonic()
-    if now - _load_seen[0] < _LOAD_TTL_S:
-        return bool(_load_seen[1])
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):  # no load average here (Windows): never adaptive
-        free = False
-    else:
-        free = load < (os.cpu_count() or 1) - IDLE_LOAD_MARGIN
-    _load_seen[0], _load_seen[1] = now, float(free)
-    return free
+    """Whether this machine has a core to spare for this process now (:class:`_MachineLoad`)."""
+    return _MACHINE.core_free()
 
 
 class OnnxEmbedder:
@@ -150,7 +200,7 @@ class OnnxEmbedder:
     machine, and concurrent queries of a server parallelise across queries anyway
     (docs/embedding.md, "Query session"); None embeds queries on the batch session;
     ``adaptive`` (default on) still embeds a query on the batch session when the machine has a
-    core to spare (its one-minute load average below its cores less half a core) and no other
+    core to spare (the other processes' load below the cores less one and a half) and no other
     query is being embedded in this process: on an idle machine every core and spinning make
     a lone query ~1.3 ms faster (docs/embedding.md, "Adaptive query session"), and the vector
     is the same either way (both sessions give identical vectors for one text);

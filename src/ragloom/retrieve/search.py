@@ -128,6 +128,25 @@ class _Lists:
     bm25_timed_out: bool = False
 
 
+def tied_by_row(hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``hits`` (best first) with exactly tied scores in row order. Chunks of identical text
+    share one vector, so their scores tie exactly, and hnswlib and pgvector return such ties
+    in different orders; in row order (the order both backends stored the chunks in) the
+    folder index and PostgreSQL rank them alike (docs/postgres.md, "Sources and change
+    history"). A list without ties comes back as it is."""
+    if all(hits[i][1] != hits[i + 1][1] for i in range(len(hits) - 1)):
+        return hits
+    out: list[tuple[int, float]] = []
+    i = 0
+    while i < len(hits):
+        j = i + 1
+        while j < len(hits) and hits[j][1] == hits[i][1]:
+            j += 1
+        out.extend(sorted(hits[i:j]))  # one run of equal scores, by row
+        i = j
+    return out
+
+
 class Retriever:
     """Answers queries from a store, a BM25 engine and a vector index."""
 
@@ -341,7 +360,7 @@ class Retriever:
         if vector is None:
             return []
         vec = vector
-        return _visible_top(lambda n: vectors.search(vec, n), k, view)
+        return tied_by_row(_visible_top(lambda n: vectors.search(vec, n), k, view))
 
     def _timed_dense(
         self,

@@ -112,3 +112,21 @@ def test_bm25_wait_limit_answers_from_dense(repo: Path) -> None:
         retriever.bm25_timeout_ms = 60_000.0
         again = eng.search(QUERY, strategy="hybrid")  # not served from a cached fallback
         assert not again["cache_hit"] and any("bm25" in h["ranks"] for h in again["hits"])
+
+
+def test_the_http_path_refuses_at_the_door_when_the_pool_is_backed_up(repo: Path) -> None:
+    """answer_async answers 503 at once, from the event loop, while twice the admission limit
+    of questions wait in the query pool (they would otherwise queue for the CPU first)."""
+    import asyncio
+
+    from ragloom.errors import OverloadedError
+    from ragloom.server.answers import DOOR_FACTOR
+
+    with _engine(repo, **{"server.max_inflight": 2}) as eng:
+        eng._queued = DOOR_FACTOR * 2
+        with pytest.raises(OverloadedError, match="max_inflight = 2"):
+            asyncio.run(eng.answer_async("search", QUERY))
+        assert eng.status()["fallbacks"]["overloaded"] == 1
+        eng._queued = 0
+        assert asyncio.run(eng.answer_async("search", QUERY))["hits"]
+        assert eng._queued == 0  # handed over and answered: counted out again

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -477,3 +478,27 @@ def test_without_proc_stat_the_load_average_less_our_own_use_decides(
     load._cpu -= 1.0
     assert load.core_free()
     assert not onnx_mod._MachineLoad().core_free()  # the same load, none of it ours
+
+
+def test_worker_processes_sharing_the_cores_get_a_share_and_no_spinning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ragloom.embed.onnx as onnx_mod
+
+    monkeypatch.setattr(onnx_mod, "_SHARED_BY", [1])
+    onnx_mod.share_cores(max(2, os.cpu_count() or 1))
+    seen: dict[str, object] = {}
+    real = onnx_mod.OnnxEmbedder._make_session
+
+    def spy(self: object, data: bytes, path: object, threads: int | None, *, spin: bool) -> object:
+        out = real(self, data, path, threads, spin=spin)  # type: ignore[arg-type]
+        seen["options"] = out.get_session_options()
+        return out
+
+    monkeypatch.setattr(onnx_mod.OnnxEmbedder, "_make_session", spy)
+    emb = OnnxEmbedder(default_model_dir())
+    emb.embed_documents(["a function that parses a date"])
+    opts: Any = seen["options"]
+    assert opts.intra_op_num_threads == 1
+    assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert not onnx_mod._a_core_is_free()  # a lone query never takes every core then

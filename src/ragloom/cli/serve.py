@@ -275,10 +275,12 @@ def _http_worker(
     :class:`~ragloom.server.http.workers.WorkerContext` ``ctx``): its own engine and app on
     the shared socket. Worker 0, the primary, alone follows the work tree; every worker
     follows the configuration files."""
+    from ragloom.embed.onnx import share_cores
     from ragloom.logs import configure_logging
     from ragloom.server.http import create_app, serve
 
     configure_logging(ragloom_level or logging.WARNING)
+    share_cores(ctx.count)  # before the engine loads the model
     served = _load(path, index_dir, overrides, backend, dsn, repo)
     loaded = served.loaded
     engine = served.open()

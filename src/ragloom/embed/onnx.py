@@ -182,9 +182,23 @@ class _MachineLoad:
 _MACHINE = _MachineLoad()
 
 
+_SHARED_BY = [1]
+"""Processes of this program sharing the machine's cores (:func:`share_cores`)."""
+
+
+def share_cores(processes: int) -> None:
+    """Declare this process one of ``processes`` that share the machine's cores (``ragloom
+    serve http --workers N``): ONNX sessions made from now on use the cores divided among them
+    (at least one intra-op thread each) and never spin, and a lone query no longer takes every
+    core. Two workers that each ran a spinning two-thread session took the CPU from each other:
+    at 100k chunks on 2 cores, 74 against 91 answers/s (docs/serving.md "Workers")."""
+    _SHARED_BY[0] = max(1, int(processes))
+
+
 def _a_core_is_free() -> bool:
-    """Whether this machine has a core to spare for this process now (:class:`_MachineLoad`)."""
-    return _MACHINE.core_free()
+    """Whether this machine has a core to spare for this process now (:class:`_MachineLoad`;
+    never while the cores are shared among worker processes)."""
+    return _SHARED_BY[0] == 1 and _MACHINE.core_free()
 
 
 class OnnxEmbedder:
@@ -354,6 +368,9 @@ class OnnxEmbedder:
     ) -> Any:
         import onnxruntime as ort
 
+        if _SHARED_BY[0] > 1:  # a worker among several: its share of the cores, no spinning
+            share = max(1, (os.cpu_count() or 1) // _SHARED_BY[0])
+            threads, spin = min(threads or share, share), False
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL

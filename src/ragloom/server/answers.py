@@ -32,6 +32,9 @@ from ragloom.types import Hit
 __all__ = ["hit_json"]
 
 _FLIGHT_WAIT_S = 30.0
+DOOR_FACTOR = 2
+"""The HTTP routes refuse a question at once (503) while this many times the admission limit
+are already handed to the query pool and unanswered (:meth:`_AnswersMixin.answer_async`)."""
 """An identical request waits this long for the first one's answer before computing its own."""
 
 
@@ -71,6 +74,10 @@ class _AnswersMixin(_WatchingMixin):
     _inflight: dict[tuple[object, ...], _Flight]
     _compute: ThreadPoolExecutor
     _computing: int
+    worker_count: int
+    _queued: int
+    """Questions the HTTP routes handed to the query pool and not yet answered (cached ones
+    too): the door check of :meth:`answer_async`."""
 
     # -- parameters ---------------------------------------------------------------------
     @staticmethod
@@ -192,22 +199,37 @@ class _AnswersMixin(_WatchingMixin):
         Beyond that the question is refused at once (:class:`OverloadedError`, HTTP 503 with
         ``Retry-After``): past the server's capacity a queue only grows toward the time limit
         (measured at 100k chunks: p95 8.3 s at 60 questions/s without a limit, 0.35 s with 8;
-        docs/serving.md, "Under sustained load"). Cached answers never wait for it."""
-        limit = self._settings.server.max_inflight
+        docs/serving.md, "Under sustained load"). Cached answers never wait for it. Under
+        ``serve http --workers N`` the limit holds in each worker (:meth:`admission_limit`)."""
+        limit = self.admission_limit()
         with self._lock:
             if limit and self._computing >= limit:
-                self._fallbacks["overloaded"] += 1
-                raise OverloadedError(
-                    f"the server is computing {self._computing} answers, its limit "
-                    f"(server.max_inflight = {limit}); retry in a second",
-                    retry_after_s=1,
-                )
+                raise self._overloaded(limit)
             self._computing += 1
         try:
             yield
         finally:
             with self._lock:
                 self._computing -= 1
+
+    def admission_limit(self) -> int:
+        """New answers this process computes at once: ``server.max_inflight`` (0: no limit),
+        in each worker of ``serve http --workers N``: with 2 workers on 2 cores, 8 each
+        answered 92 questions/s at 100k chunks, 4 each refused questions from 40/s on and
+        answered 75/s (docs/serving.md "Workers")."""
+        return self._settings.server.max_inflight
+
+    def _overloaded(self, limit: int) -> OverloadedError:
+        """Count and build the 503 of a question refused by admission control (the lock is
+        held by the caller, or the count is a plain increment from the event loop)."""
+        self._fallbacks["overloaded"] += 1
+        return OverloadedError(
+            f"the server is computing {self._computing} answers, its limit "
+            f"(server.max_inflight = {limit}"
+            f"{f' in each of {self.worker_count} workers' if self.worker_count > 1 else ''}"
+            "); retry in a second",
+            retry_after_s=1,
+        )
 
     # -- queries ------------------------------------------------------------------------
     async def answer_async(self, route: str, /, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -218,7 +240,19 @@ class _AnswersMixin(_WatchingMixin):
         if route not in ("search", "context"):
             raise InputError(f"no query route {route!r}")
         method = getattr(type(self), route).__wrapped__
-        fut = self._submit(functools.partial(method, self, *args, **kwargs))
+        limit = self.admission_limit()
+        with self._lock:
+            if limit and self._queued >= DOOR_FACTOR * limit:
+                # refused at the door, from the event loop: when the questions already handed
+                # to the pool wait for the CPU, a refusal made in a pool thread waits with them
+                raise self._overloaded(limit)
+            self._queued += 1
+        try:
+            fut = self._submit(functools.partial(method, self, *args, **kwargs))
+        except BaseException:
+            self._dequeue(None)
+            raise
+        fut.add_done_callback(self._dequeue)
         try:
             # shielded: past the limit the computation runs on and its answer is cached
             result: dict[str, Any] = await asyncio.wait_for(
@@ -228,6 +262,10 @@ class _AnswersMixin(_WatchingMixin):
         except TimeoutError:
             raise self._timed_out() from None
         return result
+
+    def _dequeue(self, _fut: object) -> None:
+        with self._lock:
+            self._queued -= 1
 
     def _submit(self, fn: Callable[[], dict[str, Any]]) -> Future[dict[str, Any]]:
         if self._closed:

@@ -166,6 +166,7 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
         }
         self._computing = 0
         """New answers being computed now (admission control, ``server.max_inflight``)."""
+        self._queued = 0
         self._compute = ThreadPoolExecutor(_COMPUTE_THREADS, thread_name_prefix="ragloom-query")
         self._jobs: dict[str, _Job] = {}
         self._running_job: str | None = None

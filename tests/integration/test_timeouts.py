@@ -34,7 +34,22 @@ def _engine(repo: Path, **overrides: Any) -> ServingEngine:
     return ServingEngine.open(repo, settings)
 
 
-def test_query_time_limit(repo: Path) -> None:
+def _ask(eng: ServingEngine, route: str, via_loop: bool, **kw: Any) -> dict[str, Any]:
+    """``route`` as a library caller asks it, or as the HTTP routes do (answer_async)."""
+    if via_loop:
+        import asyncio
+
+        return asyncio.run(eng.answer_async(route, QUERY, **kw))
+    answer: dict[str, Any] = getattr(eng, route)(QUERY, **kw)
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("route", "via_loop"), [("search", False), ("context", True)], ids=["call", "event-loop"]
+)
+def test_query_time_limit(repo: Path, route: str, via_loop: bool) -> None:
+    """Past the limit: TimeoutError_, counted; the computation runs on and its answer is
+    cached for the next ask (both paths: a direct call and the HTTP routes' answer_async)."""
     with _engine(repo, **{"timeouts.query_ms": 40.0}) as eng:
         retriever = eng._reader.retriever
         real = retriever.search
@@ -45,51 +60,23 @@ def test_query_time_limit(repo: Path) -> None:
 
         retriever.search = slow  # type: ignore[method-assign]
         with pytest.raises(TimeoutError_, match=r"timeouts\.query_ms = 40 ms"):
-            eng.search(QUERY)
+            _ask(eng, route, via_loop)
         assert eng.status()["fallbacks"]["query_timeout"] == 1
         retriever.search = real  # type: ignore[method-assign]
         deadline = time.monotonic() + 10
         while True:  # the timed-out computation finishes and caches its answer
             try:
-                answer = eng.search(QUERY)
+                answer = _ask(eng, route, via_loop)
             except TimeoutError_:  # still waiting for that computation (single flight)
                 answer = {"cache_hit": False}
             if answer["cache_hit"] or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        assert answer["cache_hit"] and answer["hits"]
-
-
-def test_query_time_limit_from_an_event_loop(repo: Path) -> None:
-    """The HTTP routes' path (answer_async): the same limit, count and cached answer after."""
-    import asyncio
-
-    with _engine(repo, **{"timeouts.query_ms": 40.0}) as eng:
-        retriever = eng._reader.retriever
-        real = retriever.search
-
-        def slow(*args: Any, **kwargs: Any) -> Any:
-            time.sleep(0.3)
-            return real(*args, **kwargs)
-
-        retriever.search = slow  # type: ignore[method-assign]
-        with pytest.raises(TimeoutError_, match=r"timeouts\.query_ms = 40 ms"):
-            asyncio.run(eng.answer_async("context", QUERY))
-        assert eng.status()["fallbacks"]["query_timeout"] == 1
-        retriever.search = real  # type: ignore[method-assign]
-        deadline = time.monotonic() + 10
-        while True:  # the shielded computation ran on and cached its answer
-            try:
-                answer = asyncio.run(eng.answer_async("context", QUERY))
-            except TimeoutError_:
-                answer = {"cache_hit": False}
-            if answer["cache_hit"] or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        assert answer["cache_hit"] and answer["context"]
-        assert asyncio.run(eng.answer_async("search", QUERY, top_k=3))["hits"]
-        with pytest.raises(InputError, match="no query route"):
-            asyncio.run(eng.answer_async("status"))
+        assert answer["cache_hit"] and answer["hits" if route == "search" else "context"]
+        if via_loop:
+            assert _ask(eng, "search", True, top_k=3)["hits"]
+            with pytest.raises(InputError, match="no query route"):
+                _ask(eng, "status", True)
 
 
 def test_bm25_wait_limit_answers_from_dense(repo: Path) -> None:

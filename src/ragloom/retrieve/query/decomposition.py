@@ -35,19 +35,38 @@ def decompose_query(query: str) -> list[str]:
     ``"how is X parsed and where is Y stored?"`` -> ``["how is X parsed", "where is Y stored"]``;
     ``"X; Y"`` -> ``["X", "Y"]``; ``"X and also Y"`` -> ``["X", "Y"]``. A plain "and" between two
     words ("parse and serialize") does not split. Parts keep their words; trailing punctuation
-    is dropped.
+    is dropped. Every part is a piece of the question as written (whitespace collapsed): a part
+    too short to stand alone is glued back to the one before it with the text between them.
     """
-    parts = [clean_text(query)]
+    text = clean_text(query)
+    spans = [(0, len(text))]
     for splitter in _SPLITTERS:
-        parts = [p for part in parts for p in splitter.split(part)]
-    out: list[str] = []
-    for part in parts:
-        p = part.strip(" \t\n?.!,;:")
-        if not p:
+        spans = [piece for a, b in spans for piece in _split_span(text, a, b, splitter)]
+    out: list[tuple[int, int]] = []
+    for a, b in spans:
+        raw = text[a:b]
+        lead = len(raw) - len(raw.lstrip(_STRIP))
+        core = raw.strip(_STRIP)
+        if not core:
             continue
-        content = [w for w in lex(p) if w.typed or w.text.lower() not in QUERY_STOPWORDS]
+        start, end = a + lead, a + lead + len(core)
+        content = [w for w in lex(core) if w.typed or w.text.lower() not in QUERY_STOPWORDS]
         if out and len(content) < _MIN_SUBQUERY_WORDS and not any(w.typed for w in content):
-            out[-1] = f"{out[-1]} and {p}"
+            out[-1] = (out[-1][0], end)
         else:
-            out.append(p)
-    return out if len(out) > 1 else []
+            out.append((start, end))
+    return [text[a:b] for a, b in out] if len(out) > 1 else []
+
+
+_STRIP = " \t\n?.!,;:"
+
+
+def _split_span(text: str, a: int, b: int, splitter: re.Pattern[str]) -> list[tuple[int, int]]:
+    """``text[a:b]`` split where ``splitter`` matches, as spans of ``text``."""
+    out: list[tuple[int, int]] = []
+    pos = a
+    for m in splitter.finditer(text, a, b):
+        out.append((pos, m.start()))
+        pos = m.end()
+    out.append((pos, b))
+    return out

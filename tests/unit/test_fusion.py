@@ -629,3 +629,65 @@ def test_dense_ties_come_in_row_order_and_nothing_else_moves() -> None:
     untied = [(4, 0.9), (1, 0.5), (3, 0.1)]
     assert tied_by_row(untied) is untied
     assert tied_by_row([]) == []
+
+
+@given(
+    st.lists(st.tuples(ranked_list, weight), max_size=5),
+    st.floats(min_value=0.5, max_value=200.0),
+)
+def test_rrf_fuse_is_exactly_the_explained_fusion(
+    lists_w: list[tuple[list[tuple[str, float]], float]], k: float
+) -> None:
+    """The hot path (dicts per list, one addition for two parts) gives the very ids and float
+    scores of ``rrf_fuse_explain`` (fsum of every part), for any number of lists."""
+    lists = {f"m{i}": lw[0] for i, lw in enumerate(lists_w)}
+    ws = {f"m{i}": lw[1] for i, lw in enumerate(lists_w)}
+    explained = [(it.id, it.score) for it in rrf_fuse_explain(lists, ws, k)]
+    fast = rrf_fuse(lists, ws, k)
+    assert [(i, s.hex()) for i, s in fast] == [(i, s.hex()) for i, s in explained]
+
+
+def _file_evidence_reference(
+    ranked: list[tuple[int, float]], paths: dict[int, str], weight: float, decay: float, top: int
+) -> list[tuple[int, float]]:
+    """The general formula of ``file_evidence`` written out (what its weight-0 path skips)."""
+    from ragloom.retrieve.fusion import file_scores
+
+    files = file_scores(ranked, paths, weight, decay, top)
+    best: dict[str, float] = {}
+    for cid, score in ranked:
+        f = paths.get(cid, repr(cid))
+        best[f] = max(best.get(f, score), score)
+    out = [(c, s + (files[paths.get(c, repr(c))] - best[paths.get(c, repr(c))])) for c, s in ranked]
+    return sorted(out, key=lambda it: (-it[1], it[0]))
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 30), st.floats(-1, 1), st.sampled_from("abcd")),
+        unique_by=lambda t: t[0],
+        max_size=25,
+    ),
+    st.floats(0, 1),
+    st.integers(0, 6),
+)
+def test_file_evidence_at_weight_zero_only_resorts(
+    items: list[tuple[int, float, str]], decay: float, top: int
+) -> None:
+    from ragloom.retrieve.fusion import file_evidence
+
+    ranked = [(i, s) for i, s, _ in items]  # any order, -0.0 included
+    paths = {i: p for i, _, p in items[::2]}  # some ids without a path
+    out = file_evidence(ranked, paths, 0.0, decay, top)
+    ref = _file_evidence_reference(ranked, paths, 0.0, decay, top)
+    assert [(i, s.hex()) for i, s in out] == [(i, s.hex()) for i, s in ref]
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), st.sampled_from([0.1, 0.2, 0.3, 0.4])), max_size=30))
+def test_tied_by_row_sorts_each_run_of_equal_scores(hits: list[tuple[int, float]]) -> None:
+    from ragloom.retrieve.search import tied_by_row
+
+    hits = sorted(hits, key=lambda h: -h[1])  # best first, ties in any order
+    out = tied_by_row(hits)
+    expected = [h for _, run in itertools.groupby(hits, key=lambda h: h[1]) for h in sorted(run)]
+    assert out == expected

@@ -222,3 +222,25 @@ def test_default_telemetry_without_sdk_is_a_noop() -> None:
         span.set_attribute("x", 1)
     t.record_fallback()
     t.record_persist("save", ok=True)
+
+
+def test_spans_cost_nothing_without_a_tracing_sdk() -> None:
+    """No SDK (the API's proxy or the no-op provider): each block gets the non-recording span
+    without going through the API; an explicit SDK provider records, errors included."""
+    from opentelemetry import trace
+
+    quiet = Telemetry(trace.NoOpTracerProvider())
+    assert quiet.recording_off()
+    with quiet.span("fusion") as span:
+        assert span is trace.INVALID_SPAN
+        span.set_attribute("hits", 3)  # accepted and dropped
+    with pytest.raises(ValueError), quiet.span("fusion"):
+        raise ValueError("still raised")
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        assert Telemetry().recording_off()  # no global SDK installed in this process
+    tel = Tel()
+    assert not tel.telemetry.recording_off()
+    with pytest.raises(ValueError), tel.telemetry.span("fusion"):
+        raise ValueError("boom")
+    (recorded,) = tel.spans("ragloom.fusion")
+    assert recorded.status.status_code is StatusCode.ERROR

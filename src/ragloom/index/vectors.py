@@ -233,9 +233,10 @@ class HnswVectors:
                 # too sparse after many deletions: ask for fewer
                 k //= 2
                 continue
-            return [
-                (int(lbl), float(1.0 - d)) for lbl, d in zip(labels[0], distances[0], strict=True)
-            ]
+            # similarity in float32, as hnswlib's distances are (one array op, not a Python
+            # subtraction per hit): the same values NumPy 2 gives for ``1.0 - d`` one by one
+            sims = (np.float32(1.0) - distances[0].astype(np.float32, copy=False)).tolist()
+            return list(zip(labels[0].tolist(), sims, strict=True))
         return []
 
     def apply(

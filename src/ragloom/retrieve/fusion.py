@@ -258,8 +258,37 @@ def rrf_fuse(
     weights: Sequence[float] | Mapping[str, float] | None = None,
     k: float = RRF_K_DEFAULT,
 ) -> list[tuple[IdT, float]]:
-    """Weighted RRF over N lists as ``(id, fused score)``; see :func:`rrf_fuse_explain`."""
-    return [(it.id, it.score) for it in rrf_fuse_explain(lists, weights, k)]
+    """Weighted RRF over N lists as ``(id, fused score)``: exactly the ids and scores of
+    :func:`rrf_fuse_explain`, without its per-list ranks (the ranking's hot path: one dict per
+    list, then one addition per id found in two lists)."""
+    kf = _rrf_k(k)
+    named = _named(lists, weights)
+    per_list: list[dict[IdT, float]] = []
+    for _name, items, w in named:
+        contrib: dict[IdT, float] = {}
+        for rank, (uid, _score) in enumerate(items, 1):
+            if uid not in contrib:  # an id repeated inside one list counts at its first rank
+                contrib[uid] = w / (kf + rank)
+        per_list.append(contrib)
+    if len(per_list) <= 2:
+        # one or two parts: a single IEEE addition, in list order, as ``_exact_sum`` does
+        fused: dict[IdT, float] = dict(per_list[0]) if per_list else {}
+        for uid, c in per_list[1].items() if len(per_list) == 2 else ():
+            first = fused.get(uid)
+            fused[uid] = c if first is None else first + c
+        out = list(fused.items())
+    else:
+        parts: dict[IdT, list[float]] = {}
+        for contrib in per_list:
+            for uid, c in contrib.items():
+                parts.setdefault(uid, []).append(c)
+        out = [(uid, _exact_sum(p)) for uid, p in parts.items()]
+    out.sort(key=_score_then_id)
+    return out
+
+
+def _score_then_id(item: tuple[IdT, float]) -> tuple[float, IdT]:
+    return (-item[1], item[0])
 
 
 def rrf_fuse_with(
@@ -525,6 +554,15 @@ def file_evidence(
     best chunk of each file scores its file's :func:`file_scores`: the first-seen order of the
     files of the result is the file ranking. ``weight = 0`` only re-sorts.
     """
+    if weight == 0.0:
+        # no further evidence: every hit gains file(f) - s_1 = 0.0 exactly, so only re-sort
+        _check_params(weight, decay, top)
+        for cid, score in ranked:
+            if not math.isfinite(score):
+                raise NonFiniteScoreError(f"score of {cid!r} must be finite, got {score!r}")
+        zero = [(cid, s + 0.0) for cid, s in ranked]  # + 0.0 as below (turns -0.0 into 0.0)
+        zero.sort(key=_score_then_id)
+        return zero
     files = file_scores(ranked, paths, weight, decay, top)
     best: dict[str, float] = {}
     for cid, score in ranked:

@@ -41,7 +41,11 @@ def visible_top(
     out: list[tuple[int, float]] = []
     for _ in range(_MAX_REFETCH):
         raw = search(fetch)
-        out = [(r, s) for r, s in raw if view.visible(r)]
+        if view.hidden:
+            out = [(r, s) for r, s in raw if view.visible(r)]
+        else:  # no replaced rows waiting for deletion: the watermark alone decides
+            wm = view.watermark
+            out = [(r, s) for r, s in raw if r <= wm]
         if len(out) >= k or len(raw) < fetch:
             break
         fetch = 2 * fetch + len(raw) - len(out)

@@ -77,11 +77,13 @@ def build_hits(
     """Turn (rowid, score) into hits with each modality's rank and score (from ``lists``);
     rows gone since are dropped. With ``explains``, each hit's explain record plus the RRF
     contribution of each modality (``rrf``), and ``stages(rowid)`` as its stage records."""
+    wanted = {rowid for rowid, _ in ranked}  # only the hits' places are looked up
     positions: dict[str, dict[int, tuple[int, float]]] = {}
     for name, items in lists.items():
         pos: dict[int, tuple[int, float]] = {}
         for rank, (rowid, score) in enumerate(items, 1):
-            pos.setdefault(rowid, (rank, score))
+            if rowid in wanted and rowid not in pos:
+                pos[rowid] = (rank, score)
         positions[name] = pos
     hits: list[Hit] = []
     for rowid, score in ranked:

@@ -134,16 +134,20 @@ def tied_by_row(hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
     in different orders; in row order (the order both backends stored the chunks in) the
     folder index and PostgreSQL rank them alike (docs/postgres.md, "Sources and change
     history"). A list without ties comes back as it is."""
-    if all(hits[i][1] != hits[i + 1][1] for i in range(len(hits) - 1)):
+    ties = [i for i in range(len(hits) - 1) if hits[i][1] == hits[i + 1][1]]
+    if not ties:
         return hits
-    out: list[tuple[int, float]] = []
-    i = 0
-    while i < len(hits):
+    out = list(hits)
+    n = len(hits)
+    k = 0
+    while k < len(ties):
+        i = ties[k]  # a run of equal scores starts at i
         j = i + 1
-        while j < len(hits) and hits[j][1] == hits[i][1]:
+        while j < n and hits[j][1] == hits[i][1]:
             j += 1
-        out.extend(sorted(hits[i:j]))  # one run of equal scores, by row
-        i = j
+        out[i:j] = sorted(hits[i:j])  # the run, by row
+        while k < len(ties) and ties[k] < j:
+            k += 1
     return out
 
 
@@ -399,14 +403,19 @@ class Retriever:
         dense: bool,
         view: GenerationView | None = None,
     ) -> _Lists:
-        """The dense side in this thread while a worker thread runs BM25.
+        """BM25 then the dense side, in this thread; with a BM25 time limit
+        (``bm25_timeout_ms``, which the servers set) BM25 runs on a worker thread beside the
+        dense side, so that a slow BM25 can be left behind.
 
-        BM25 (~0.2 ms) finishes well before the query embedding (~1.2 ms), so its result is
-        ready when the dense side ends: no thread wake-up lies on the critical path.
+        Without a limit both run here, one after the other: the query session embeds on every
+        core of an idle machine (docs/embedding.md, "Adaptive query session"), and a BM25
+        thread beside it takes one of those cores and the GIL. On c10k (2 cores, 2026-11-26)
+        hybrid p50 was 0.2-0.25 ms lower serial than with the worker thread, in three
+        alternated runs (docs/benchmarks.md, "One question alone").
         """
         fut: Future[tuple[list[tuple[int, float]], float]] | None = None
         out = _Lists([], [])
-        if dense and sparse:
+        if dense and sparse and self.bm25_timeout_ms is not None:
             pool = self._pool
             if pool is None:
                 with self._lock:  # two threads must not each make a pool

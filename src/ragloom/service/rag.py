@@ -49,7 +49,7 @@ from ragloom.retrieve.config import (
     RetrievalStrategy,
     Sparse,
 )
-from ragloom.retrieve.fusion import mmr_select, normalize_scores, rrf_fuse_with
+from ragloom.retrieve.fusion import mmr_select, normalize_scores, rrf_fuse
 from ragloom.retrieve.reader import DB_NAME
 from ragloom.service.bm25_actor import (
     Bm25Actor,
@@ -527,7 +527,7 @@ class RagService:
         with self.telemetry.span(
             "fusion", {"rrf_k": strat.rrf.k, "lists": len(lists), "fallback_used": fallback}
         ) as fspan:
-            fused = [(it.id, it.score) for it in rrf_fuse_with(lists, strat.rrf)]
+            fused = rrf_fuse(lists, strat.rrf.weights_for(lists), strat.rrf.k)
             fspan.set_attribute("results", len(fused))
         timings["fusion"] = (time.perf_counter() - t) * 1000
         if strat.mmr is not None and fused:

@@ -52,8 +52,10 @@ class FileRankStage(StageBase):
         if issue is not None and state.issue_weights is not None:
             w = state.issue_weights.file_evidence
             weight = weight if w is None else w
-        info = state.source.chunk_info([r for r, _ in state.ranked])
-        paths = {r: m[0] for r, m in info.items()}
         base = [(r, state.pre_pin.get(r, s)) for r, s in state.ranked]
+        paths: dict[int, str] = {}
+        if weight != 0.0:  # at 0 no file's evidence counts, so no path is needed
+            info = state.source.chunk_info([r for r, _ in state.ranked])
+            paths = {r: m[0] for r, m in info.items()}
         out = file_evidence(base, paths, weight, self.decay, self.top)
         state.ranked = pin_first(out, state.pinned) if state.pinned else out

@@ -1,7 +1,7 @@
 """Fusion: the modality lists become one ranked candidate list (the first stage of every
 strategy).
 
-- ``hybrid``: weighted reciprocal rank fusion of BM25 and dense (``rrf_fuse_with`` with the
+- ``hybrid``: weighted reciprocal rank fusion of BM25 and dense (``rrf_fuse`` with the
   strategy's :class:`~ragloom.retrieve.config.RrfConfig`; ploke-rag-plan.md section 1, tamma
   phase 5; docs/ranking.md "Weighted reciprocal rank fusion");
 - ``sparse`` / ``dense``: the one list as retrieved;
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ragloom.retrieve.config import Dense, RetrievalStrategy, Sparse
-from ragloom.retrieve.fusion import rrf_fuse, rrf_fuse_with
+from ragloom.retrieve.fusion import rrf_fuse
 from ragloom.retrieve.stages.base import Ranked, RankState, StageBase
 
 __all__ = ["FusionStage", "fuse"]
@@ -35,8 +35,7 @@ def fuse(
     if isinstance(strategy, Dense):
         return list(dense), {"dense": dense}
     named = {"bm25": bm25, "dense": dense}
-    fused = rrf_fuse_with(named, strategy.rrf)
-    return [(it.id, it.score) for it in fused], named
+    return rrf_fuse(named, strategy.rrf.weights_for(named), strategy.rrf.k), named
 
 
 class FusionStage(StageBase):

@@ -53,22 +53,31 @@ class PriorsStage(StageBase):
     def apply(self, state: RankState) -> None:
         info = state.source.chunk_info([r for r, _ in state.ranked])
         intent = query_intent(issue_reading(state)[1])
+        factors: dict[tuple[FileRole, bool], float] = {}  # a few (role, decl) pairs per query
         out = []
         for r, s in state.ranked:
             meta = info.get(r)
             if meta is None:
                 out.append((r, s))
                 continue
-            _, role, decl = meta
-            f = 1.0
-            if self.roles and role not in intent:
-                f *= ROLE_PRIOR[role]
-            if self.decl and decl and "declaration" not in intent and role != "declaration":
-                f *= DECLARATION_PRIOR
+            key = (meta[1], meta[2])
+            f = factors.get(key)
+            if f is None:
+                f = factors[key] = self.factor(meta[1], meta[2], intent)
             if f != 1.0:
                 state.note(r, "prior", f)
-            out.append((r, s * f))
+                s = s * f
+            out.append((r, s))
         state.ranked = by_score(out)
+
+    def factor(self, role: FileRole, decl: bool, intent: frozenset[FileRole]) -> float:
+        """The product of the priors a candidate of ``role`` (a declaration or not) gets."""
+        f = 1.0
+        if self.roles and role not in intent:
+            f *= ROLE_PRIOR[role]
+        if self.decl and decl and "declaration" not in intent and role != "declaration":
+            f *= DECLARATION_PRIOR
+        return f
 
 
 def role_prior(role: FileRole, intent: frozenset[FileRole]) -> float:

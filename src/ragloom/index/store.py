@@ -29,7 +29,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -238,16 +238,27 @@ class Store(
         values: Sequence[int] | Sequence[str],
         where: str = "",
         table: str = "chunks",
-    ) -> Iterator[Sequence[Any]]:
+    ) -> Iterable[Sequence[Any]]:
         """Rows of ``SELECT columns FROM table WHERE key IN values [AND where]``, 900 values
-        per query (below SQLite's 999 bound-parameter limit of older builds)."""
+        per query (below SQLite's 999 bound-parameter limit of older builds). Up to 900 values
+        (a query's few hits) come fetched whole, which costs less than through a generator;
+        more come batch by batch."""
         extra = f" AND {where}" if where else ""
-        for start in range(0, len(values), _IN_BATCH):
-            part = list(values[start : start + _IN_BATCH])
+
+        def select(part: list[Any]) -> list[Any]:
             marks = ",".join("?" * len(part))
-            yield from self._db.execute(
-                f"SELECT {columns} FROM {table} WHERE {key} IN ({marks}){extra}", part
-            )
+            sql = f"SELECT {columns} FROM {table} WHERE {key} IN ({marks}){extra}"
+            return self._db.execute(sql, part).fetchall()
+
+        if not values:
+            return []
+        if len(values) <= _IN_BATCH:
+            return select(list(values))
+        return (
+            row
+            for start in range(0, len(values), _IN_BATCH)
+            for row in select(list(values[start : start + _IN_BATCH]))
+        )
 
     def chunks_by_rowids(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
         """Rows of the published generation among ``rowids`` (others are left out)."""

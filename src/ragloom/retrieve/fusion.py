@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -45,6 +46,7 @@ __all__ = [
     "rrf_fuse2",
     "rrf_fuse_explain",
     "rrf_fuse_with",
+    "sort_by_score",
 ]
 
 IdT = TypeVar("IdT", str, int)
@@ -283,12 +285,20 @@ def rrf_fuse(
             for uid, c in contrib.items():
                 parts.setdefault(uid, []).append(c)
         out = [(uid, _exact_sum(p)) for uid, p in parts.items()]
-    out.sort(key=_score_then_id)
-    return out
+    return sort_by_score(out)
 
 
-def _score_then_id(item: tuple[IdT, float]) -> tuple[float, IdT]:
-    return (-item[1], item[0])
+def sort_by_score(items: list[tuple[IdT, float]]) -> list[tuple[IdT, float]]:
+    """Sort ``items`` in place by score descending, then id ascending, and return it: by id,
+    then stably by score (two C-keyed passes; half the time of one pass whose key builds a
+    tuple per item). Ids must be unique for the order to be total."""
+    items.sort(key=_ID)
+    items.sort(key=_SCORE, reverse=True)  # reverse keeps equal scores in id order (stable)
+    return items
+
+
+_ID = itemgetter(0)
+_SCORE = itemgetter(1)
 
 
 def rrf_fuse_with(
@@ -561,8 +571,7 @@ def file_evidence(
             if not math.isfinite(score):
                 raise NonFiniteScoreError(f"score of {cid!r} must be finite, got {score!r}")
         zero = [(cid, s + 0.0) for cid, s in ranked]  # + 0.0 as below (turns -0.0 into 0.0)
-        zero.sort(key=_score_then_id)
-        return zero
+        return sort_by_score(zero)
     files = file_scores(ranked, paths, weight, decay, top)
     best: dict[str, float] = {}
     for cid, score in ranked:
@@ -572,8 +581,7 @@ def file_evidence(
         (cid, s + (files[paths.get(cid, repr(cid))] - best[paths.get(cid, repr(cid))]))
         for cid, s in ranked
     ]
-    out.sort(key=lambda it: (-it[1], it[0]))
-    return out
+    return sort_by_score(out)
 
 
 def _check_params(weight: float, decay: float, top: int) -> None:

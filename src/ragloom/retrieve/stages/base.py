@@ -23,6 +23,7 @@ import numpy as np
 
 from ragloom.index.backend import ReadStore
 from ragloom.retrieve.config import Hybrid, RetrievalStrategy
+from ragloom.retrieve.fusion import sort_by_score
 from ragloom.retrieve.history import ChangeHistory, CoChange, HistoryEvidence, HistoryWeights
 from ragloom.retrieve.query import IssueQuery, ProcessedQuery, QueryConfig
 from ragloom.retrieve.roles import FileRole
@@ -52,7 +53,7 @@ Ranked = list[tuple[int, float]]
 
 def by_score(ranked: Sequence[tuple[int, float]]) -> Ranked:
     """``ranked`` sorted by score descending, then rowid ascending (the pipeline's total order)."""
-    return sorted(ranked, key=lambda it: (-it[1], it[0]))
+    return sort_by_score(list(ranked))
 
 
 class RankingSource(Protocol):

@@ -42,6 +42,8 @@ def decompose_query(query: str) -> list[str]:
     spans = [(0, len(text))]
     for splitter in _SPLITTERS:
         spans = [piece for a, b in spans for piece in _split_span(text, a, b, splitter)]
+    if len(spans) < 2:  # one piece: a single question (nothing below could make two)
+        return []
     out: list[tuple[int, int]] = []
     for a, b in spans:
         raw = text[a:b]

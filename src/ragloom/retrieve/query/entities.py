@@ -179,10 +179,14 @@ def extract_entities(query: str, symbols: SymbolTable | None = None) -> list[Ent
 
 
 def entities_from_words(
-    text: str, words: Sequence[Word], symbols: SymbolTable | None
+    text: str,
+    words: Sequence[Word],
+    symbols: SymbolTable | None,
+    candidates: Sequence[str] | None = None,
 ) -> list[Entity]:
     """:func:`extract_entities` on an already lexed question (``words`` from ``lex(text)``,
-    possibly with language mentions left out)."""
+    possibly with language mentions left out); ``candidates`` is
+    ``candidates_from_words(words, text)`` when the caller has it already."""
     found: dict[tuple[str, str], Entity] = {}
 
     def put(ent: Entity) -> None:
@@ -217,9 +221,9 @@ def entities_from_words(
             names.append((w.text, ENTITY_CONFIDENCE["symbol_typed"]))
         elif len(w.text) > MIN_WORD_LEN and w.text.lower() not in QUERY_STOPWORDS:
             names.append((w.text, ENTITY_CONFIDENCE["symbol_word"]))
-    names.extend(
-        (c, ENTITY_CONFIDENCE["symbol_joined"]) for c in candidates_from_words(words, text)
-    )
+    if candidates is None:
+        candidates = candidates_from_words(words, text)
+    names.extend((c, ENTITY_CONFIDENCE["symbol_joined"]) for c in candidates)
     for name, base in names:
         ids = symbols.lookup(name)
         if not ids:

@@ -105,9 +105,15 @@ def expand_query(
 
 
 def expand_words(
-    words: Sequence[Word], text: str, *, identifiers: bool, synonyms: bool
+    words: Sequence[Word],
+    text: str,
+    *,
+    identifiers: bool,
+    synonyms: bool,
+    candidates: Sequence[str] | None = None,
 ) -> tuple[list[str], list[str], list[str]]:
-    """:func:`expand_query` on an already lexed question (``words`` of ``text``)."""
+    """:func:`expand_query` on an already lexed question (``words`` of ``text``);
+    ``candidates`` is ``candidates_from_words(words, text)`` when the caller has it already."""
     seen: set[str] = set()
     terms: list[str] = []
 
@@ -139,7 +145,7 @@ def expand_words(
             if w.typed:
                 for part in split_parts(w.text):
                     add(part)
-        cands = candidates_from_words(words, text)
+        cands = list(candidates) if candidates is not None else candidates_from_words(words, text)
         for c in cands:
             add(c)
     added: list[str] = []

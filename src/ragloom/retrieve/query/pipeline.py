@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ragloom.retrieve.query.config import QueryConfig
 from ragloom.retrieve.query.decomposition import decompose_query
 from ragloom.retrieve.query.entities import Entity, SymbolTable, entities_from_words
-from ragloom.retrieve.query.expansion import expand_words
+from ragloom.retrieve.query.expansion import candidates_from_words, expand_words
 from ragloom.retrieve.query.issue import (
     IssueSignals,
     IssueText,
@@ -105,9 +105,15 @@ def _process(
     for s, e in sorted(lang_spans, reverse=True):
         text = text[:s] + " " * (e - s) + text[e:]
     entities: list[Entity] = []
+    # the joined-identifier candidates, read by both entity extraction and expansion
+    cands0 = (
+        candidates_from_words(words, text)
+        if (cfg.extract_entities and symbols is not None) or cfg.expand_identifiers
+        else None
+    )
     if cfg.extract_entities:
         steps.append("extract_entities")
-        entities = entities_from_words(text, words, symbols)
+        entities = entities_from_words(text, words, symbols, cands0)
         if language is None and cfg.detect_language:
             language = path_language(e.value for e in entities if e.kind == "file")
     if cfg.expand_identifiers:
@@ -115,7 +121,7 @@ def _process(
     if cfg.synonyms:
         steps.append("synonyms")
     terms, cands, added = expand_words(
-        words, text, identifiers=cfg.expand_identifiers, synonyms=cfg.synonyms
+        words, text, identifiers=cfg.expand_identifiers, synonyms=cfg.synonyms, candidates=cands0
     )
     if not terms:  # only filler words: keep them (once each) rather than search for nothing
         firsts: dict[str, str] = {}

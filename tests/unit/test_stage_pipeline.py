@@ -3,6 +3,8 @@ per-candidate evidence a feature stage reads."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 
 from ragloom.errors import ConfigError
@@ -84,3 +86,61 @@ def test_evidence_for_a_feature_stage() -> None:
     assert ev[2].ranks == {"bm25": 2, "dense": 1} and ev[2].scores["dense"] == 0.7
     assert ev[1].role == "test" and ev[2].declaration and ev[2].notes == {"history": 0.1}
     assert ev[2].rank == 1 and ev[1].rank == 2
+
+
+class _NeedsRows(StageBase):
+    """A row-reading stage that only applies when told to (as the exact stage does)."""
+
+    name = "reads-rows"
+    needs_rows = True
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def applies(self, state: RankState) -> bool:
+        return self.on
+
+    def apply(self, state: RankState) -> None:
+        assert state.rows is not None
+        state.ranked = [(r, s) for r, s in state.ranked if r in state.rows]
+
+
+class _ReverseAll(_Reverse):
+    """Re-orders every candidate without reading rows (as the learned stage does)."""
+
+    keeps_candidates = True
+
+
+@dataclass
+class _CountingStore(FakeStore):
+    asked: list[int] = field(default_factory=list)
+
+    def chunks_by_rowids(self, rowids: object) -> dict[int, object]:  # type: ignore[override]
+        self.asked.extend(rowids)  # type: ignore[arg-type]
+        return super().chunks_by_rowids(rowids)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("gone", [set(), {7}, {2}])
+def test_a_kept_list_loads_only_the_rows_it_returns(gone: set[int]) -> None:
+    """A stage that re-orders every candidate without reading rows keeps the whole list when an
+    earlier stage loads the top rows; only the returned hits' rows are read in the end, and
+    the answer is the one every row loaded gives (a candidate whose row is gone drops out)."""
+    rows = [row(i, f"m{i}.py") for i in range(1, 21) if i not in gone]
+    ranked = [(i, 1.0 - i / 100) for i in range(1, 21)]
+
+    def run(stages: list[StageBase], explain: bool) -> tuple[list[tuple[int, float]], list[int]]:
+        store = _CountingStore({r.rowid: r for r in rows})
+        st = state(ranked, rows, loaded=False, top_k=3, explain=explain,
+                   source=FakeSource(store))  # fmt: skip
+        run_stages(stages, st)
+        assert st.rows is not None and all(r in st.rows for r, _ in st.ranked[:3])
+        return st.ranked[:3], store.asked
+
+    kept, asked = run([_NeedsRows(False), _ReverseAll(), _NeedsRows(False)], explain=False)
+    every, _ = run([_NeedsRows(False), _ReverseAll(), _NeedsRows(False)], explain=True)
+    assert kept == every == [(r, -s) for r, s in reversed(ranked) if r not in gone][:3]
+    if not gone & {1, 2, 3}:  # (a top row gone means loading every row, as before)
+        assert len(asked) <= 6  # the top 3 before the re-order and the 3 returned, not all 20
+    # a row-reading stage after the re-order gets every row first
+    _, asked_all = run([_NeedsRows(False), _ReverseAll(), _NeedsRows(True)], explain=False)
+    assert set(asked_all) >= {r for r, _ in ranked if r not in gone}

@@ -32,6 +32,7 @@ __all__ = [
     "head_id",
     "is_part",
     "parse_file",
+    "part_id",
     "part_label",
 ]
 
@@ -75,6 +76,11 @@ _LABEL_RE: Final = re.compile(
 def is_part(chunk_id: str) -> bool:
     """True for the 2nd, 3rd, ... part of a split chunk (ids written by this chunker)."""
     return _PART in chunk_id
+
+
+def part_id(head: str, k: int) -> str:
+    """The id of the ``k``-th part (``k`` >= 2) of the split chunk whose first part is ``head``."""
+    return f"{head}{_PART}{k}"
 
 
 def head_id(chunk_id: str) -> str:
@@ -290,7 +296,7 @@ def _emit_parts(
             text = _label_line(symbol, i, n, comment) + "\n" + text
         out.add(
             t,
-            cid=first if i == 1 else f"{first}{_PART}{i}",
+            cid=first if i == 1 else part_id(first, i),
             symbol=symbol,
             kind=kind,
             parent_id=parent_id,

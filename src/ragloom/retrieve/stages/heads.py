@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ragloom.index.store import ChunkRow
-from ragloom.ingest.chunker import head_id, is_part
+from ragloom.ingest.chunker import head_id, is_part, part_id
 from ragloom.retrieve.stages.base import Ranked, RankState, StageBase
 
 __all__ = ["HeadsStage", "has_part_of", "named_heads"]
@@ -41,6 +41,16 @@ class HeadsStage(StageBase):
     def wants_all_rows(self, state: RankState, rows: Mapping[int, ChunkRow] | None) -> bool:
         # the top rows decide: all of them are needed only when they hold a later part
         return rows is not None and has_part_of(rows, named_heads(state))
+
+    def uses_rows(self, state: RankState) -> bool:
+        # It looks for later parts of the named symbols among the candidates' rows. A named
+        # symbol that was never split has no second part in the store (parts are numbered
+        # from 2), so when none has one no row can matter: one indexed look-up of a few ids
+        # instead of the rows of every candidate.
+        heads = named_heads(state)
+        if not heads:
+            return False
+        return bool(state.source.store.chunks_by_ids([part_id(h, 2) for h in sorted(heads)]))
 
     def apply(self, state: RankState) -> None:
         ranked, rows, heads = state.ranked, state.rows or {}, named_heads(state)

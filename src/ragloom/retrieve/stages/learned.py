@@ -102,10 +102,12 @@ class LearnedStage(StageBase):
     name: str = "learned"
     reads: frozenset[str] = frozenset({"query", "modalities", "role", "path", "notes"})
     group: str = "priors"
-    needs_rows: bool = True
-    """Every candidate's row is loaded before the stages: otherwise the exact stage, which
-    runs before this one, keeps only the top ``top_k`` rows it has (a question naming a symbol
-    would give the model a shorter list than one that names none)."""
+    keeps_candidates: bool = True
+    """The list is kept whole when rows are loaded for an earlier stage (the exact stage):
+    otherwise it would keep only the top ``top_k`` candidates whose rows it loads (a question
+    naming a symbol would give the model a shorter list than one that names none). The model
+    reads ``chunk_info`` and the modality lists, never a row, so only the hits' rows are
+    loaded in the end."""
 
     def __init__(self, model: Scorer | None = None, questions: str = LEARNED_QUESTIONS) -> None:
         if questions not in QUESTION_KINDS:

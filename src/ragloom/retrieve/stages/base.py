@@ -202,7 +202,11 @@ class RankState:
 
     def evidence(self, rowids: Sequence[int] | None = None) -> dict[int, CandidateEvidence]:
         """:class:`CandidateEvidence` of ``rowids`` (default: every ranked candidate)."""
-        ranked = self.ranked if rowids is None else [(r, s) for r, s in self.ranked if r in rowids]
+        if rowids is None:
+            ranked = self.ranked
+        else:
+            wanted = set(rowids)
+            ranked = [(r, s) for r, s in self.ranked if r in wanted]
         position = {r: (i, s) for i, (r, s) in enumerate(self.ranked, 1)}
         at: dict[str, dict[int, tuple[int, float]]] = {}
         for name, items in self.modalities.items():

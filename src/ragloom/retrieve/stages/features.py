@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -97,6 +97,17 @@ def _notes(notes: dict[str, Any]) -> tuple[float, ...]:
     return tuple(_note(notes.get(n)) for n in _NOTE_FEATURES) if notes else _NO_NOTES
 
 
+def _first_places(
+    items: Sequence[tuple[int, float]], wanted: set[int]
+) -> dict[int, tuple[int, float]]:
+    """(1-based rank, score) of each of ``wanted`` at its first place in ``items``."""
+    out: dict[int, tuple[int, float]] = {}
+    for rank, (r, s) in enumerate(items, 1):
+        if r in wanted and r not in out:
+            out[r] = (rank, s)
+    return out
+
+
 def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD_RE.findall(text)}
 
@@ -121,17 +132,24 @@ def candidate_features(
     x = np.zeros((len(head), len(FEATURE_NAMES)), dtype=np.float32)
     if not head:
         return rowids, x
-    ev = state.evidence(rowids)
+    # what ``state.evidence`` gives a candidate, read straight from the lists (no record per
+    # candidate): each modality's first place, and the row facts of ``chunk_info``
+    wanted = set(rowids)
+    bm25_at = _first_places(state.modalities.get("bm25", ()), wanted)
+    dense_at = _first_places(state.modalities.get("dense", ()), wanted)
+    info = state.source.chunk_info(rowids)
     issue, text = issue_reading(state)
     qwords = _words(
         state.query if issue is None else text + " " + " ".join(t for t, _ in issue.terms[:32])
     )
     top = head[0][1] if head[0][1] > 0 else 1.0
-    bm25_top = max((e.scores.get("bm25", 0.0) for e in ev.values()), default=0.0) or 1.0
-    dense_top = max((e.scores.get("dense", -1.0) for e in ev.values()), default=0.0)
+    bm25_top = max(bm25_at[r][1] if r in bm25_at else 0.0 for r in rowids) or 1.0
+    dense_top = max(dense_at[r][1] if r in dense_at else -1.0 for r in rowids)
+    paths = [info[r][0] if r in info else None for r in rowids]
+    keys = [p or f"#{r}" for p, r in zip(paths, rowids, strict=True)]
     files: dict[str, list[int]] = {}
-    for i, r in enumerate(rowids):
-        files.setdefault(ev[r].path or f"#{r}", []).append(i)
+    for i, key in enumerate(keys):
+        files.setdefault(key, []).append(i)
     query = (
         1.0 if issue is not None else 0.0,
         math.log1p(len(state.query.split())),
@@ -140,8 +158,8 @@ def candidate_features(
     aggs: dict[str, tuple[float, float, float, float, float]] = {}
     for key, members in files.items():
         ranks = [i + 1 for i in members]
-        bm = [ev[rowids[i]].ranks.get("bm25") for i in members]
-        de = [ev[rowids[i]].ranks.get("dense") for i in members]
+        bm = [bm25_at[rowids[i]][0] if rowids[i] in bm25_at else None for i in members]
+        de = [dense_at[rowids[i]][0] if rowids[i] in dense_at else None for i in members]
         aggs[key] = (
             math.log1p(len(members)),
             math.log1p(min(ranks)),
@@ -149,29 +167,32 @@ def candidate_features(
             _log_rank(min((v for v in de if v is not None), default=None)),
             sum(1.0 / (10 + k) for k in ranks),
         )
+    notes = state.notes
     rows: list[list[float]] = []
     for i, r in enumerate(rowids):
-        e = ev[r]
-        b = e.ranks.get("bm25")
-        d = e.ranks.get("dense")
-        ds = e.scores.get("dense")
-        path = e.path or ""
+        bp = bm25_at.get(r)
+        dp = dense_at.get(r)
+        b = bp[0] if bp is not None else None
+        d = dp[0] if dp is not None else None
+        ds = dp[1] if dp is not None else None
+        meta = info.get(r)
+        path = paths[i] or ""
         words, stem = _path_words(path)
-        key = e.path or f"#{r}"
+        key = keys[i]
         rows.append(
             [
                 math.log1p(i + 1),
                 head[i][1] / top,
                 b is not None,
                 _log_rank(b),
-                e.scores.get("bm25", 0.0) / bm25_top,
+                (bp[1] if bp is not None else 0.0) / bm25_top,
                 d is not None,
                 _log_rank(d),
                 ds if ds is not None else 0.0,
                 (dense_top - ds) if ds is not None else 1.0,
-                *_ROLE_ROWS.get(e.role or "", _NO_ROLE),
-                bool(e.declaration),
-                *_notes(e.notes),
+                *_ROLE_ROWS.get(meta[1] if meta else "", _NO_ROLE),
+                bool(meta[2]) if meta else False,
+                *_notes(notes.get(r) or {}),
                 *aggs[key],
                 files[key][0] == i,
                 path.count("/"),

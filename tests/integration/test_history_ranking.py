@@ -124,18 +124,18 @@ def test_history_yields_when_both_modalities_agree_on_the_file(tmp_path: Path) -
         ret = idx.retriever
         forms = [c.rowid for c in ret.store.chunks_for_path("app/forms.py")]
         views = [c.rowid for c in ret.store.chunks_for_path("app/views.py")]
-        assert ret._agree({"bm25": [(forms[0], 1.0)], "dense": [(forms[-1], 0.9)]})
-        assert not ret._agree({"bm25": [(forms[0], 1.0)], "dense": [(views[0], 0.9)]})
-        assert not ret._agree({"bm25": [], "dense": [(views[0], 0.9)]})
+        assert ret.agree({"bm25": [(forms[0], 1.0)], "dense": [(forms[-1], 0.9)]}, None)
+        assert not ret.agree({"bm25": [(forms[0], 1.0)], "dense": [(views[0], 0.9)]}, None)
+        assert not ret.agree({"bm25": [], "dense": [(views[0], 0.9)]}, None)
         # a confident dense answer counts as agreement when the weights ask for it
-        assert ret._agree({"bm25": [], "dense": [(views[0], 0.9)]}, 0.55)
-        assert not ret._agree({"bm25": [], "dense": [(views[0], 0.5)]}, 0.55)
+        assert ret.agree({"bm25": [], "dense": [(views[0], 0.9)]}, 0.55)
+        assert not ret.agree({"bm25": [], "dense": [(views[0], 0.5)]}, 0.55)
         # the rule is what the lookup weights consult: agreeing lists leave every hit as is
         q = "tighten validation for signup"
-        ret._agree = lambda lists, confident=None: True  # type: ignore[method-assign]
+        ret.agree = lambda lists, confident=None: True  # type: ignore[method-assign]
         hits = idx.search(q, strategy="hybrid+lookup", explain=True).hits
         assert all("history" not in (h.explain or {}) for h in hits)
-        ret._agree = lambda lists, confident=None: False  # type: ignore[method-assign]
+        ret.agree = lambda lists, confident=None: False  # type: ignore[method-assign]
         hits = idx.search(q, strategy="hybrid+lookup", explain=True).hits
         assert any("history" in (h.explain or {}) for h in hits)
 
@@ -147,13 +147,13 @@ def test_changes_profile_pins_on_agreement_and_weighs_more(tmp_path: Path) -> No
     with Index.at(root) as idx:
         ret = idx.retriever
         # agreement: the first CHANGE_WEIGHTS.pin hits keep their places, without a bonus
-        ret._agree = lambda lists, confident=None: True  # type: ignore[method-assign]
+        ret.agree = lambda lists, confident=None: True  # type: ignore[method-assign]
         pinned = idx.search(q, strategy="hybrid+changes", explain=True).hits
         plain = idx.search(q, strategy="hybrid+no-history").hits
         n = CHANGE_WEIGHTS.pin
         assert [h.id for h in pinned[:n]] == [h.id for h in plain[:n]]
         assert all("history" not in (h.explain or {}) for h in pinned[:n])
-        ret._agree = lambda lists, confident=None: False  # type: ignore[method-assign]
+        ret.agree = lambda lists, confident=None: False  # type: ignore[method-assign]
         strong = idx.search(q, strategy="hybrid+changes", explain=True).hits
         weak = {h.id: h for h in idx.search(q, strategy="hybrid+lookup", explain=True).hits}
         forms = [h for h in strong if h.path == "app/forms.py"]
@@ -166,7 +166,7 @@ def test_default_picks_the_weights_by_what_the_question_asks(tmp_path: Path) -> 
     run_cli("index", str(root), "--model", "hashing", check=True)
     with Index.at(root) as idx:
         ret = idx.retriever
-        ret._agree = lambda lists, confident=None: False  # type: ignore[method-assign]
+        ret.agree = lambda lists, confident=None: False  # type: ignore[method-assign]
         for q in ("tighten validation for signup", "signup validation rules"):
             default = {
                 h.id: (h.explain or {}).get("history") for h in idx.search(q, explain=True).hits

@@ -174,9 +174,9 @@ def test_a_graph_in_use_is_built_again_after_a_batch(engine: ServingEngine) -> N
     assert engine.start_watching(debounce_ms=100)
     wait_for(lambda: engine.watch_state()["ready"], "the update at start")
     retriever = engine._reader.retriever
-    assert retriever._graph is None  # nobody asked: nothing is built in the background
+    assert retriever.cached_graph is None  # nobody asked: nothing is built in the background
     before = engine.graph("defs", "original_helper")
-    assert before["definitions"] and retriever._graph is not None
+    assert before["definitions"] and retriever.cached_graph is not None
     (engine.root / "pkg" / "caller.py").write_text(
         "from pkg.mod import original_helper\n\ndef uses_it():\n    return original_helper(1)\n"
     )
@@ -184,8 +184,8 @@ def test_a_graph_in_use_is_built_again_after_a_batch(engine: ServingEngine) -> N
     # the new generation's graph is made without a question asking for it
     wait_for(
         lambda: (
-            retriever._graph is not None
-            and retriever._graph.generation == engine.watch_state()["generation"]
+            retriever.cached_graph is not None
+            and retriever.cached_graph.generation == engine.watch_state()["generation"]
         ),
         "the graph of the new generation",
     )

@@ -31,7 +31,7 @@ def test_concurrent_threads_rebuild_the_symbol_table_once(tmp_path: Path) -> Non
             return real()
 
         retriever.store.symbol_table_rows = counting  # type: ignore[method-assign]
-        retriever._symbols = None  # as after a new generation
+        retriever._symbols.forget()  # as after a new generation
         barrier = threading.Barrier(24)
         tables = []
 

@@ -10,12 +10,13 @@ import pytest
 from ragloom.errors import ConfigError
 from ragloom.retrieve.config import RecencyConfig
 from ragloom.retrieve.rerank import NoopReranker
-from ragloom.retrieve.stages.base import RankState, StageBase, run_stages
+from ragloom.retrieve.stages.base import RankState, StageBase
 from ragloom.retrieve.stages.pipeline import (
     STAGE_STEPS,
     build_stages,
     parse_search_spec,
 )
+from ragloom.retrieve.stages.runner import run_stages
 from tests.unit.stage_fixtures import FakeSource, FakeStore, row, state
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "rrf_fuse_explain",
     "rrf_fuse_with",
     "sort_by_score",
+    "tied_by_row",
 ]
 
 IdT = TypeVar("IdT", str, int)
@@ -591,3 +592,26 @@ def _check_params(weight: float, decay: float, top: int) -> None:
         raise ConfigError(f"file evidence decay must be in [0, 1], got {decay!r}")
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise ConfigError(f"file evidence top must be an int >= 0, got {top!r}")
+
+
+def tied_by_row(hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``hits`` (best first) with exactly tied scores in row order. Chunks of identical text
+    share one vector, so their scores tie exactly, and hnswlib and pgvector return such ties
+    in different orders; in row order (the order both backends stored the chunks in) the
+    folder index and PostgreSQL rank them alike (docs/postgres.md, "Sources and change
+    history"). A list without ties comes back as it is."""
+    ties = [i for i in range(len(hits) - 1) if hits[i][1] == hits[i + 1][1]]
+    if not ties:
+        return hits
+    out = list(hits)
+    n = len(hits)
+    k = 0
+    while k < len(ties):
+        i = ties[k]  # a run of equal scores starts at i
+        j = i + 1
+        while j < n and hits[j][1] == hits[i][1]:
+            j += 1
+        out[i:j] = sorted(hits[i:j])  # the run, by row
+        while k < len(ties) and ties[k] < j:
+            k += 1
+    return out

@@ -16,7 +16,14 @@ from ragloom.retrieve.config import RrfConfig
 from ragloom.retrieve.query import ProcessedQuery
 from ragloom.types import Hit
 
-__all__ = ["SearchResult", "build_hits", "hit_from_row", "hit_to_json", "query_info"]
+__all__ = [
+    "RetrievedLists",
+    "SearchResult",
+    "build_hits",
+    "hit_from_row",
+    "hit_to_json",
+    "query_info",
+]
 
 
 def hit_to_json(hit: Hit, *, explain: bool = False) -> dict[str, Any]:
@@ -63,6 +70,17 @@ class SearchResult:
     rowids: dict[str, int] = field(default_factory=dict, repr=False)
     """Each hit's row in the index by chunk id (not in any answer): what
     :meth:`~ragloom.retrieve.search.Retriever.embeddings_for_hits` looks vectors up by."""
+
+
+@dataclass(slots=True)
+class RetrievedLists:
+    """One (sub-)question's modality lists as retrieved, best first, and what each took."""
+
+    bm25: list[tuple[int, float]]
+    dense: list[tuple[int, float]]
+    bm25_ms: float = 0.0
+    dense_ms: float = 0.0
+    bm25_timed_out: bool = False
 
 
 def build_hits(

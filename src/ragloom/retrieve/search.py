@@ -4,9 +4,9 @@ One query goes through (ploke-rag-plan.md sections 1 and 4, tamma phases 2 and 5
 
 1. query processing (``ragloom.retrieve.query``): BM25 terms, the embedding text, entities,
    a language mention, sub-queries, and an issue's parts and names;
-2. BM25 and dense retrieval, run concurrently (a worker thread embeds and searches the vectors
-   while the calling thread searches BM25; both libraries release the GIL), for the question
-   and each sub-query, all from one pinned index generation;
+2. BM25 and dense retrieval (one after the other; on a worker thread beside the dense side
+   when a BM25 time limit is set), for the question and each sub-query, all from one pinned
+   index generation;
 3. the ranking stages of the strategy (``ragloom.retrieve.stages``; docs/ranking.md "Stages");
 4. hydration: the top ``top_k`` become :class:`~ragloom.types.Hit` objects.
 
@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,8 +32,6 @@ from opentelemetry import context as otel_context
 from ragloom.embed.document import embedding_key
 from ragloom.errors import ConfigError
 from ragloom.index.backend import ReadStore, SparseIndex, VectorIndex
-from ragloom.index.store import Store
-from ragloom.ingest.chunker import is_part
 from ragloom.retrieve.config import (
     Dense,
     Hybrid,
@@ -44,6 +41,7 @@ from ragloom.retrieve.config import (
     RrfConfig,
     Sparse,
 )
+from ragloom.retrieve.fusion import tied_by_row as tied_by_row
 from ragloom.retrieve.generation import MAX_GENERATION_ATTEMPTS, GenerationView
 from ragloom.retrieve.generation import visible_top as _visible_top
 from ragloom.retrieve.history import ChangeHistory, CoChange, HistoryEvidence
@@ -54,9 +52,15 @@ from ragloom.retrieve.query import (
     process_query,
     query_style,
 )
-from ragloom.retrieve.results import SearchResult, build_hits, hit_to_json, query_info
+from ragloom.retrieve.results import (
+    RetrievedLists,
+    SearchResult,
+    build_hits,
+    hit_to_json,
+    query_info,
+)
 from ragloom.retrieve.roles import FileRole
-from ragloom.retrieve.stages.base import ISSUE_WEIGHTS, IssueWeights, RankState, run_stages
+from ragloom.retrieve.stages.base import ISSUE_WEIGHTS, IssueWeights, RankState
 from ragloom.retrieve.stages.history import modalities_agree
 from ragloom.retrieve.stages.pipeline import (
     DEFAULT_STRATEGY,
@@ -68,7 +72,9 @@ from ragloom.retrieve.stages.pipeline import (
     parse_search_spec,
     tuned_steps,
 )
+from ragloom.retrieve.stages.runner import run_stages
 from ragloom.retrieve.stages.source import EvidenceCache
+from ragloom.retrieve.symbol_cache import SymbolCache
 from ragloom.telemetry import Telemetry, get_telemetry
 from ragloom.types import Hit
 
@@ -119,38 +125,6 @@ MAX_TOP_K = 10_000
 what the engines allocate (tantivy panics on a collector of 10**20 slots)."""
 
 
-@dataclass(slots=True)
-class _Lists:
-    bm25: list[tuple[int, float]]
-    dense: list[tuple[int, float]]
-    bm25_ms: float = 0.0
-    dense_ms: float = 0.0
-    bm25_timed_out: bool = False
-
-
-def tied_by_row(hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """``hits`` (best first) with exactly tied scores in row order. Chunks of identical text
-    share one vector, so their scores tie exactly, and hnswlib and pgvector return such ties
-    in different orders; in row order (the order both backends stored the chunks in) the
-    folder index and PostgreSQL rank them alike (docs/postgres.md, "Sources and change
-    history"). A list without ties comes back as it is."""
-    ties = [i for i in range(len(hits) - 1) if hits[i][1] == hits[i + 1][1]]
-    if not ties:
-        return hits
-    out = list(hits)
-    n = len(hits)
-    k = 0
-    while k < len(ties):
-        i = ties[k]  # a run of equal scores starts at i
-        j = i + 1
-        while j < n and hits[j][1] == hits[i][1]:
-            j += 1
-        out[i:j] = sorted(hits[i:j])  # the run, by row
-        while k < len(ties) and ties[k] < j:
-            k += 1
-    return out
-
-
 class Retriever:
     """Answers queries from a store, a BM25 engine and a vector index."""
 
@@ -187,10 +161,7 @@ class Retriever:
         self.joined_weight = JOINED_TERM_WEIGHT
         self._embedder_factory = embedder
         self._embedder: Embedder | None = None
-        self._symbols: tuple[int, InMemorySymbolTable] | None = None
-        self._symbol_rows: tuple[np.ndarray, dict[int, tuple[str, str, str]]] | None = None
-        """(sorted rowids, rowid -> row) the current symbol table was made of, when the store
-        can say which rows a generation added and dropped (the next one is derived)."""
+        self._symbols = SymbolCache()
         self._count: tuple[int, int] | None = None
         self._evidence = EvidenceCache()
         """Per-generation facts the ranking stages read (roles, declarations, history tables)."""
@@ -198,12 +169,6 @@ class Retriever:
         """(store data_version, view) of the last pin."""
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._symbols_lock = threading.Lock()
-        self._graph: CodeGraph | None = None
-        self._graph_lock = threading.Lock()
-        """One rebuild of the symbol table per generation: without it, every request thread of a
-        server rebuilt it at once after a re-index (40 threads: 40 rebuilds, 45.8 s, the
-        process stalled; docs/serving.md)."""
         self.bm25_timeout_ms: float | None = None
         """A hybrid query waits at most this long for its BM25 side once the dense side is
         done, then answers from dense alone with a note (the seed's lenient BM25: a slow BM25
@@ -223,46 +188,7 @@ class Retriever:
 
     def symbol_table(self) -> InMemorySymbolTable:
         """The index's symbols and paths, rebuilt when the store's generation changes."""
-        gen = self.store.generation()
-        cached = self._symbols
-        if cached is not None and cached[0] == gen:
-            return cached[1]
-        with self._symbols_lock:
-            cached = self._symbols  # another thread may have rebuilt it while this one waited
-            if cached is None or cached[0] != gen:
-                cached = (gen, self._next_symbol_table(cached[1] if cached else None))
-                self._symbols = cached
-            return cached[1]
-
-    def _next_symbol_table(self, previous: InMemorySymbolTable | None) -> InMemorySymbolTable:
-        """The published generation's symbol table. A split symbol is one definition: it is
-        listed once, as its first part (the one with the definition line), so 64 parts neither
-        make its name look ambiguous (which halves an entity's confidence) nor all get fetched
-        and boosted. With the SQLite store the table is derived from the previous one by the
-        rows the generations differ in (a one-file edit at 100k chunks: ~60 ms instead of
-        ~1 s of rebuilding); a change of more than a tenth of the rows rebuilds it."""
-        store = self.store
-        if not isinstance(store, Store):
-            return InMemorySymbolTable(r for r in store.symbol_table() if not is_part(r[2]))
-        now = np.sort(store.visible_rowids())
-        last = self._symbol_rows
-        if previous is not None and last is not None:
-            before, rows = last
-            gone = np.setdiff1d(before, now, assume_unique=True)
-            new = np.setdiff1d(now, before, assume_unique=True)
-            if len(gone) + len(new) <= max(1000, len(now) // 10):
-                fresh = store.symbol_rows(new.tolist())
-                if len(fresh) == len(new):  # else rows went while reading: rebuild
-                    removed = [rows.pop(int(r)) for r in gone if int(r) in rows]
-                    rows.update(fresh)
-                    self._symbol_rows = (now, rows)
-                    return previous.derived(
-                        (r for r in removed if not is_part(r[2])),
-                        (r for r in fresh.values() if not is_part(r[2])),
-                    )
-        all_rows = store.symbol_table_rows()
-        self._symbol_rows = (np.array(sorted(all_rows), dtype=np.int64), all_rows)
-        return InMemorySymbolTable(r for r in all_rows.values() if not is_part(r[2]))
+        return self._symbols.table(self.store)
 
     def chunk_count(self) -> int:
         """The store's chunk count, cached per index generation (a count(*) costs ~1 ms at 100k
@@ -402,19 +328,15 @@ class Retriever:
         sparse: bool,
         dense: bool,
         view: GenerationView | None = None,
-    ) -> _Lists:
-        """BM25 then the dense side, in this thread; with a BM25 time limit
-        (``bm25_timeout_ms``, which the servers set) BM25 runs on a worker thread beside the
-        dense side, so that a slow BM25 can be left behind.
-
-        Without a limit both run here, one after the other: the query session embeds on every
-        core of an idle machine (docs/embedding.md, "Adaptive query session"), and a BM25
-        thread beside it takes one of those cores and the GIL. On c10k (2 cores, 2026-11-26)
-        hybrid p50 was 0.2-0.25 ms lower serial than with the worker thread, in three
-        alternated runs (docs/benchmarks.md, "One question alone").
-        """
+    ) -> RetrievedLists:
+        """BM25 then the dense side, in this thread; with a BM25 time limit (``bm25_timeout_ms``,
+        which the servers set) BM25 runs on a worker thread beside the dense side, so that a slow
+        BM25 can be left behind. Serial is faster without one: the query session embeds on every
+        core of an idle machine, and a BM25 thread beside it takes a core and the GIL (0.2 ms
+        per question on 2 cores; docs/benchmarks.md, "One question alone, after the second
+        round of cuts")."""
         fut: Future[tuple[list[tuple[int, float]], float]] | None = None
-        out = _Lists([], [])
+        out = RetrievedLists([], [])
         if dense and sparse and self.bm25_timeout_ms is not None:
             pool = self._pool
             if pool is None:
@@ -612,13 +534,6 @@ class Retriever:
     def agree(
         self, lists: Mapping[str, Sequence[tuple[int, float]]] | None, confident: float | None
     ) -> bool:
-        return self._agree(lists, confident)
-
-    def _agree(
-        self,
-        lists: Mapping[str, Sequence[tuple[int, float]]] | None,
-        confident: float | None = None,
-    ) -> bool:
         """True when BM25's and dense's best hits are in the same file, or when dense's best
         score is at least ``confident``."""
         return modalities_agree(lists, self.chunk_info, confident)
@@ -626,21 +541,12 @@ class Retriever:
     def code_graph(self) -> CodeGraph | None:
         """The code graph of the published generation (built once per generation; None for a
         store that keeps no graph records, one without ``graph_snapshot``)."""
-        from ragloom.graph import GraphSource, load_graph
+        return self._evidence.code_graph(self.store)
 
-        store = self.store
-        if not isinstance(store, GraphSource):
-            return None
-        gen = store.generation()
-        cached = self._graph
-        if cached is not None and cached.generation == gen:
-            return cached
-        with self._graph_lock:
-            cached = self._graph
-            if cached is None or cached.generation != gen:
-                cached = load_graph(store)
-                self._graph = cached
-            return cached
+    @property
+    def cached_graph(self) -> CodeGraph | None:
+        """The code graph last built (of this generation or an older one), without building."""
+        return self._evidence.cached_graph
 
     def pool_vectors(self, rowids: Sequence[int]) -> dict[int, np.ndarray]:
         """Unit vectors of ``rowids``: the HNSW index holds them in memory (as cosine needs);

@@ -97,7 +97,7 @@ class _WatchingMixin(_ReadersMixin):
         graph is in use (it was built before), so the next graph question or structural
         context does not wait for it (docs/graph.md, "What it costs"). One build at a time."""
         reader = self._reader
-        if reader.retriever._graph is None or self._graph_warming:
+        if reader.retriever.cached_graph is None or self._graph_warming:
             return
         self._graph_warming = True
 

@@ -1,8 +1,9 @@
 """Ranking as a pipeline of stages (issue 21; docs/ranking.md "Stages").
 
 :mod:`~ragloom.retrieve.stages.base` defines a stage (:class:`Stage`) and what it works on
-(:class:`RankState`); one module per stage holds its constants and logic; and
-:mod:`~ragloom.retrieve.stages.pipeline` turns a strategy name into the stage list.
+(:class:`RankState`); one module per stage holds its constants and logic;
+:mod:`~ragloom.retrieve.stages.pipeline` turns a strategy name into the stage list, and
+:mod:`~ragloom.retrieve.stages.runner` runs it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from ragloom.retrieve.stages.base import (
     RankState,
     Stage,
     StageBase,
-    run_stages,
 )
 from ragloom.retrieve.stages.pipeline import (
     STAGE_STEPS,
@@ -22,6 +22,7 @@ from ragloom.retrieve.stages.pipeline import (
     build_stages,
     parse_search_spec,
 )
+from ragloom.retrieve.stages.runner import run_stages
 
 __all__ = [
     "STAGE_STEPS",

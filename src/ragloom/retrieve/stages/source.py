@@ -7,7 +7,9 @@ recency ranks, co-change). The :class:`~ragloom.retrieve.search.Retriever` holds
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ragloom.index.backend import ReadStore
 from ragloom.index.store import ChunkRow
@@ -23,6 +25,9 @@ from ragloom.retrieve.history import (
 )
 from ragloom.retrieve.roles import FileRole, file_role, is_declaration
 
+if TYPE_CHECKING:
+    from ragloom.graph import CodeGraph
+
 __all__ = ["EvidenceCache"]
 
 log = logging.getLogger("ragloom")
@@ -32,6 +37,8 @@ class EvidenceCache:
     """Per-generation caches of candidate facts and history tables over one store."""
 
     def __init__(self) -> None:
+        self._graph: CodeGraph | None = None
+        self._graph_lock = threading.Lock()
         self._info: tuple[int, dict[int, tuple[str, FileRole, bool]]] | None = None
         self._churn: (
             tuple[tuple[int, str], frozenset[str], dict[str, int], CoChange, dict[str, int]] | None
@@ -58,6 +65,28 @@ class EvidenceCache:
                 decl = is_declaration(row.path, row.kind, texts.get(r))
                 cache[r] = (row.path, file_role(row.path), decl)
         return {r: cache[r] for r in rowids if r in cache}
+
+    @property
+    def cached_graph(self) -> CodeGraph | None:
+        return self._graph
+
+    def code_graph(self, store: ReadStore) -> CodeGraph | None:
+        """The code graph of ``store``'s published generation, built once per generation
+        (None for a store that keeps no graph records, one without ``graph_snapshot``)."""
+        from ragloom.graph import GraphSource, load_graph
+
+        if not isinstance(store, GraphSource):
+            return None
+        gen = store.generation()
+        cached = self._graph
+        if cached is not None and cached.generation == gen:
+            return cached
+        with self._graph_lock:
+            cached = self._graph
+            if cached is None or cached.generation != gen:
+                cached = load_graph(store)
+                self._graph = cached
+            return cached
 
     def history_evidence(
         self, store: ReadStore, hist: ChangeHistory | None, query: str, recent: bool = False

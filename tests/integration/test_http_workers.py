@@ -6,6 +6,7 @@ worker wanted) and checks what crosses workers: re-index jobs, feedback, the pri
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ import httpx
 import pytest
 
 import ragloom
+from ragloom.bench.serving import cache_counters
 from ragloom.embed.base import HashingEmbedder
 
 pytestmark = pytest.mark.integration
@@ -97,6 +99,11 @@ def serving(repo: Path, *extra: str, env: dict[str, str] | None = None) -> Itera
             proc.communicate()
 
 
+async def _cache_counters(url: str) -> dict[str, int]:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        return await cache_counters(client)
+
+
 def _gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -135,6 +142,10 @@ def test_two_workers_share_the_load_jobs_and_feedback(repo: Path) -> None:
                 ctx = c.post("/context", json={"query": "wrap text into lines"})
                 assert ctx.status_code == 200 and "wrap" in ctx.json()["context"]
             assert "ragloom_workers 2.0" in a.get("/metrics").text
+            # the serving bench sums every worker's answer-cache counters (one /context each)
+            counted = asyncio.run(_cache_counters(server.url))
+            assert counted["workers"] == counted["workers_seen"] == 2, counted
+            assert counted["misses"] >= 2, counted
 
             # feedback on an answer of the other worker, at once
             answer = a.post("/search", json={"query": "blend colours"}).json()

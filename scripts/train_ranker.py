@@ -86,6 +86,25 @@ def evaluate(
     }
 
 
+LEVELS = ("chunk", "file")
+"""What a training row is: every candidate (``chunk``), or each file's first candidate only
+(``file``: its row carries the file's aggregates; the label is the file's, so every group is a
+ranking of files, as the metric is). The stage orders files by their best candidate either way
+(``keep_shape``)."""
+
+
+def file_rows(group: dict[str, Any]) -> dict[str, Any]:
+    """``group`` with only each file's first candidate (``file_first_chunk``)."""
+    col = FEATURE_NAMES.index("file_first_chunk")
+    keep = [i for i, row in enumerate(group["x"]) if row[col] == 1]
+    return dict(
+        group,
+        x=[group["x"][i] for i in keep],
+        labels=[group["labels"][i] for i in keep],
+        paths=[group["paths"][i] for i in keep],
+    )
+
+
 def _matrix(groups: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, list[int]]:
     xs, ys, sizes = [], [], []
     for g in groups:
@@ -167,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--write", choices=["trees", "linear"], help="save this model to --out")
     ap.add_argument("--rounds", type=int, default=ROUNDS)
+    ap.add_argument(
+        "--level", choices=LEVELS, default="chunk", help="a training row: a candidate or a file"
+    )
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
     files = sorted(args.data.glob("groups-*.jsonl"))
@@ -180,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(groups)} groups of {len(repos)} repositories: {len(train)} train, {len(test)} test"
     )
-    models = {"trees": fit_trees(train, args.rounds), "linear": fit_linear(train)}
+    fit_on = [file_rows(g) for g in train] if args.level == "file" else train
+    models = {"trees": fit_trees(fit_on, args.rounds), "linear": fit_linear(fit_on)}
     results = {"handset": evaluate(test, None)}
     for name, m in models.items():
         results[name] = evaluate(test, m.predict)
@@ -198,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         meta = dict(model.meta)
         meta.update(
             {
+                "level": args.level,
                 "data": sorted(f.name for f in files),
                 "repositories": len(repos),
                 "test_mrr10": round(results[args.write]["all"][0], 4),

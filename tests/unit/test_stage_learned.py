@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import ragloom
 from ragloom.embed.base import HashingEmbedder
 from ragloom.errors import ConfigError
+from ragloom.retrieve.history import CoChange, HistoryEvidence
 from ragloom.retrieve.ranker import RankerModel
 from ragloom.retrieve.stages.features import (
     FEATURE_NAMES,
@@ -31,7 +32,7 @@ from ragloom.retrieve.stages.learned import (
     keep_shape,
 )
 from ragloom.retrieve.stages.pipeline import build_stages, parse_search_spec
-from tests.unit.stage_fixtures import row, state
+from tests.unit.stage_fixtures import FakeSource, FakeStore, row, state
 
 ROWS = [row(1, "pkg/router.py"), row(2, "pkg/router.py"), row(3, "tests/test_app.py"),
         row(4, "docs/guide.md", kind="section")]  # fmt: skip
@@ -66,6 +67,35 @@ def test_features_of_each_candidate_and_its_file() -> None:
     assert x[0][COL["role_test"]] == 1 and x[0][COL["note_prior"]] == pytest.approx(0.5)
     assert x[0][COL["dense_score"]] == pytest.approx(0.61) and x[0][COL["dense_gap"]] == 0.0
     assert (x[:, COL["query_issue"]] == 0).all()
+
+
+def test_history_features_per_file() -> None:
+    """The history's rankings, kept apart per file; read by the features when no history
+    stage ran before them, and only when the strategy has a history step."""
+    ev = HistoryEvidence(
+        similar={"pkg/router.py": 1, "tests/test_app.py": 2},
+        churn={"tests/test_app.py": 1, "pkg/router.py": 3},
+        recent={"pkg/router.py": 1},
+        similar_share={"pkg/router.py": 1.0, "tests/test_app.py": 0.25},
+    )
+    table = CoChange({"pkg/router.py": 4, "tests/test_app.py": 2, "docs/guide.md": 2},
+                     {"tests/test_app.py": {"pkg/router.py": 2}})  # fmt: skip
+    src = FakeSource(FakeStore({r.rowid: r for r in ROWS}), evidence=(ev, table))
+    _, x = candidate_features(_state(source=src, steps=frozenset({"history"})))
+    router, test, guide = x[1], x[0], x[2]
+    assert (x[:, COL["hist_known"]] == 1).all()
+    assert router[COL["hist_similar"]] == pytest.approx(1 / 11)
+    assert router[COL["hist_churn"]] == pytest.approx(1 / 13)
+    assert router[COL["hist_recent"]] == pytest.approx(1 / 11)
+    assert router[COL["hist_similar_share"]] == 1.0
+    assert test[COL["hist_similar_share"]] == 0.25 and test[COL["hist_recent"]] == 0
+    # router.py changed with test_app.py, the best file: it ranks first by co-change
+    assert router[COL["hist_co_change"]] == pytest.approx(1 / 11)
+    assert guide[COL["hist_similar"]] == 0 and guide[COL["hist_co_change"]] == 0
+    assert x[3][COL["hist_similar"]] == router[COL["hist_similar"]]  # same file
+    # no history step in the strategy: no history read, every column 0
+    _, off = candidate_features(_state(source=src))
+    assert (off[:, COL["hist_known"] :] == 0).all()
 
 
 def test_no_candidates_no_rows() -> None:

@@ -277,7 +277,7 @@ def mine_repo(
             t_index = time.perf_counter() - t0
             captured: list[tuple[list[str], np.ndarray]] = []
             with tapped(_capture(captured)):
-                index.search(q.query, top_k=SEARCH_TOP_K, strategy="hybrid")
+                index.search(q.query, top_k=SEARCH_TOP_K, strategy="hybrid+handset")
         finally:
             index.close()
         if captured:

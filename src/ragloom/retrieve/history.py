@@ -210,6 +210,8 @@ class HistoryEvidence:
     """Path -> rank by change count."""
     recent: dict[str, int] = field(default_factory=dict)
     """Path -> rank by the newest change that touched it (:func:`recent_ranks`)."""
+    similar_share: dict[str, float] = field(default_factory=dict)
+    """Path -> its similar-change vote over the best file's (1.0 for the first ranked)."""
 
     @property
     def empty(self) -> bool:
@@ -324,9 +326,11 @@ def history_evidence(
     """The rankings of one question from its similar changes, the churn ranks and the recency
     ranks; ``live`` holds the paths that can still be answered (the files of the code index):
     a file since deleted or renamed takes no rank."""
-    votes = similar_votes(similar)
+    votes = {p: v for p, v in similar_votes(similar).items() if p in live}
+    top = max(votes.values(), default=0.0)
     return HistoryEvidence(
-        ranks({p: v for p, v in votes.items() if p in live}),
+        ranks(votes),
         churn,
         recent if recent is not None else {},
+        {p: v / top for p, v in votes.items()} if top > 0 else {},
     )

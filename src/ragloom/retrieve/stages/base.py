@@ -185,6 +185,9 @@ class RankState:
     """The pinned rows' scores before the pin raised them (for stages after the pin)."""
     vectors: dict[int, np.ndarray] = field(default_factory=dict)
     """Vectors a stage read (MMR's pool), handed on to context assembly."""
+    history_found: tuple[HistoryEvidence, CoChange] | None = None
+    """The history's file rankings the history stage read for this question (with the
+    recency ranking), for the stages after it (the learned stage's features)."""
     fallback_used: bool = False
     timings_ms: dict[str, float] = field(default_factory=dict)
     telemetry: Telemetry = field(default_factory=get_telemetry)

@@ -6,9 +6,10 @@ and MMR), into one row of :data:`FEATURE_NAMES` per candidate among the first
 :data:`MAX_CANDIDATES`: the candidate's own evidence (its place and score after the hand-set
 stages, each modality's rank and score, role, declaration, what each stage added), its file's
 evidence (how many of its chunks are candidates and their best places), how its path meets the
-question's words, and what kind of question it is. The same function builds the training data
-(:mod:`ragloom.eval.mining`, through :func:`tap_features`) and scores at query time, so a model
-and the ranking it is used in see the same numbers. :data:`FEATURES_VERSION` names this set: a
+question's words, what kind of question it is, and its file's change history (similar past
+changes, churn, recency and co-change, each apart: ``hist_*``). The same function builds the
+training data (:mod:`ragloom.eval.mining`, through :func:`tap_features`) and scores at query
+time, so a model and the ranking it is used in see the same numbers. :data:`FEATURES_VERSION` names this set: a
 model fitted on another refuses to load.
 """
 
@@ -24,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from ragloom.retrieve.history import CO_CHANGE_TOP, CoChange, HistoryEvidence, co_change_ranks
 from ragloom.retrieve.roles import change_request
 from ragloom.retrieve.stages.base import RankState, StageBase, issue_reading
+from ragloom.retrieve.stages.history import history_query
 
 __all__ = [
     "FEATURES_VERSION",
@@ -37,7 +40,7 @@ __all__ = [
     "tapped",
 ]
 
-FEATURES_VERSION = "ragloom-ltr-features-1"
+FEATURES_VERSION = "ragloom-ltr-features-3"
 """The name of this feature set; bump it whenever a feature is added, removed or changed."""
 MAX_CANDIDATES = 100
 """Candidates the learned stage scores (the rest keep their order, after them)."""
@@ -72,6 +75,12 @@ FEATURE_NAMES: tuple[str, ...] = (
     "query_issue",
     "query_log_words",
     "query_change",
+    "hist_known",
+    "hist_similar",
+    "hist_churn",
+    "hist_recent",
+    "hist_similar_share",
+    "hist_co_change",
 )
 """The columns of :func:`candidate_features`, in order."""
 
@@ -186,6 +195,7 @@ def candidate_features(
         words, stem = _path_words(path)
         share = sum(w in qwords for w in words) / len(words) if words else 0.0
         path_feats[key] = (path.count("/"), stem in qwords, share)
+    hist = _history_features(state, paths, files)
     notes = state.notes
     rows: list[list[float]] = []
     for i, r in enumerate(rowids):
@@ -214,10 +224,66 @@ def candidate_features(
                 files[key][0] == i,
                 *path_feats[key],
                 *query,
+                *hist[key],
             ]
         )
     x = np.asarray(rows, dtype=np.float32)
     return rowids, x
+
+
+_HIST_K = 10.0
+"""RRF k of the history features' ranks (the history bonus's own, ``HISTORY_RRF_K``)."""
+Hist = dict[str, tuple[float, float, float, float, float, float]]
+_NO_HISTORY = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+def _history_found(state: RankState) -> tuple[HistoryEvidence, CoChange] | None:
+    """The history's file rankings for this question: those the history stage read, or read
+    here when it yielded (the hand-set weights skip it when BM25 and dense agree). None when
+    the strategy runs no history step or the index has no history."""
+    if state.history_found is not None:
+        return state.history_found
+    if "history" not in state.steps:
+        return None
+    found = state.source.history_evidence(history_query(state), recent=True)
+    state.history_found = found
+    return found
+
+
+def _history_features(
+    state: RankState,
+    paths: Sequence[str | None],
+    files: dict[str, list[int]],
+) -> Hist:
+    """Per file: whether a history is known, and ``1 / (k + rank)`` of the file among the
+    files similar past changes touched, by how often it changed, and by how recently (0 where
+    it has no rank), its similar-change vote over the best file's, and its co-change with the
+    :data:`~ragloom.retrieve.history.CO_CHANGE_TOP` best files: the evidence the history
+    bonus sums, kept apart."""
+    found = _history_found(state)
+    if found is None or found[0].empty:
+        return dict.fromkeys(files, _NO_HISTORY)
+    ev = found[0]
+    # co-change with the best files of the order as it stands (``files`` keeps first places)
+    top = [p for p in (paths[m[0]] for m in files.values()) if p is not None][:CO_CHANGE_TOP]
+    co_ranks = co_change_ranks(top, found[1])
+    out: Hist = {}
+    for key, members in files.items():
+        path = paths[members[0]]
+        if path is None:
+            out[key] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            continue
+        sim, churn, rec = ev.similar.get(path), ev.churn.get(path), ev.recent.get(path)
+        co = co_ranks.get(path)
+        out[key] = (
+            1.0,
+            1.0 / (_HIST_K + sim) if sim is not None else 0.0,
+            1.0 / (_HIST_K + churn) if churn is not None else 0.0,
+            1.0 / (_HIST_K + rec) if rec is not None else 0.0,
+            ev.similar_share.get(path, 0.0),
+            1.0 / (_HIST_K + co) if co is not None else 0.0,
+        )
+    return out
 
 
 # -- the tap: the features of every query run inside ``tapped`` ---------------------------------

@@ -34,7 +34,7 @@ from ragloom.retrieve.roles import FileRole, change_request, query_intent
 from ragloom.retrieve.stages.base import Ranked, RankState, StageBase, by_score, issue_reading
 from ragloom.retrieve.stages.priors import role_prior
 
-__all__ = ["HistoryStage", "history_bonus", "modalities_agree", "pin_first"]
+__all__ = ["HistoryStage", "history_bonus", "history_query", "modalities_agree", "pin_first"]
 
 ChunkInfo = Mapping[int, tuple[str, FileRole, bool]]
 ISSUE_HISTORY_TERMS = 32
@@ -55,10 +55,8 @@ class HistoryStage(StageBase):
         src = state.source
         issue, text = issue_reading(state)
         weights = state.history_weights
-        asked = state.query
+        asked = history_query(state)
         if issue is not None and state.issue_weights is not None:
-            # an issue: its title says what it asks; its strongest terms find similar commits
-            asked = " ".join([issue.text.title, *(t for t, _ in issue.terms[:ISSUE_HISTORY_TERMS])])
             profile = state.issue_weights.history
             if weights is None and profile != "auto":
                 weights = HISTORY_PROFILES.get(profile)
@@ -79,13 +77,25 @@ class HistoryStage(StageBase):
                     head, out = out[: weights.pin], out[weights.pin :]
                     state.pinned = [r for r, _ in head]
                     state.pre_pin = dict(head)
-                found = src.history_evidence(asked, recent=weights.recent > 0)
+                # the recency ranking is cached per index generation: always read, so the
+                # learned stage's features see it (the bonus weighs it by ``weights.recent``)
+                found = src.history_evidence(asked, recent=True)
+                state.history_found = found
                 if found is not None and not found[0].empty:
                     out = history_bonus(out, info, intent, found[0], found[1], state.notes, weights)
                 out = head + out
         state.ranked = by_score(out)
         if state.pinned:
             state.ranked = pin_first(state.ranked, state.pinned)
+
+
+def history_query(state: RankState) -> str:
+    """What searches the past commits: the question, or for an issue its title and its
+    :data:`ISSUE_HISTORY_TERMS` strongest BM25 terms."""
+    issue, _ = issue_reading(state)
+    if issue is None or state.issue_weights is None:
+        return state.query
+    return " ".join([issue.text.title, *(t for t, _ in issue.terms[:ISSUE_HISTORY_TERMS])])
 
 
 def history_bonus(

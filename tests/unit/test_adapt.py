@@ -21,6 +21,7 @@ from ragloom.retrieve.adapt import (
     adapted_from_dict,
     describe,
     fit_correction,
+    fit_rows,
     pairwise_mrr,
 )
 from ragloom.retrieve.ranker import RankerModel, RankerModelError
@@ -122,3 +123,16 @@ def test_contributions_sum_to_the_score_change() -> None:
     np.testing.assert_allclose(model.contributions(x).sum(axis=1), model.predict(x), atol=1e-9)
     cleared = model.without_feedback()
     np.testing.assert_allclose(cleared.history, model.history)
+
+
+def test_a_file_level_base_is_corrected_on_each_files_first_candidate() -> None:
+    names = ("a", "file_first_chunk")
+    w, n = np.array([1.0, 0.0]), 2
+    chunk = RankerModel.linear("f-test", names, {}, w, np.zeros(n), np.ones(n))
+    files = RankerModel.linear("f-test", names, {"level": "file"}, w, np.zeros(n), np.ones(n))
+    x = np.array([[0.5, 1.0], [0.2, 0.0], [0.9, 1.0], [0.1, 1.0]])
+    ex = Example(x, np.array([0, 0, 1, 0]), 1.0, "q", ("a.py", "a.py", "b.py", "c.py"))
+    assert fit_rows(chunk, [ex]) == [ex]
+    (kept,) = fit_rows(files, [ex])
+    assert kept.paths == ("a.py", "b.py", "c.py") and kept.labels.tolist() == [0, 1, 0]
+    assert kept.x[:, 1].tolist() == [1.0, 1.0, 1.0] and kept.id == "q"

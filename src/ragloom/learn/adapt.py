@@ -49,6 +49,7 @@ from ragloom.retrieve.adapt import (
     AdaptedModel,
     Example,
     fit_correction,
+    fit_rows,
     load_adapted,
     pairwise_mrr,
     standardisation,
@@ -267,6 +268,7 @@ def fit_adapted(
     use_feedback = len(feedback) >= MIN_FEEDBACK
     if not use_history and not use_feedback:
         return None
+    history, feedback = fit_rows(base, history), fit_rows(base, feedback)
     mean, scale = standardisation(base, [*history, *feedback])
     n = len(base.names)
     d_hist = np.zeros(n)

@@ -44,6 +44,7 @@ __all__ = [
     "adapted_from_dict",
     "describe",
     "fit_correction",
+    "fit_rows",
     "load_adapted",
     "pairwise_mrr",
     "repository_model",
@@ -91,6 +92,22 @@ class Example:
     id: str = ""
     paths: tuple[str, ...] = ()
     """The candidates' files (scores then count files, as the evaluations do)."""
+
+
+def fit_rows(base: RankerModel, examples: Sequence[Example]) -> list[Example]:
+    """The rows a correction of ``base`` is fitted on: every candidate, or each file's first
+    candidate (``file_first_chunk``) when ``base`` was fitted on files (its ``level``), so the
+    correction learns the same ranking of files its base did."""
+    if base.level != "file" or "file_first_chunk" not in base.names:
+        return list(examples)
+    col = base.names.index("file_first_chunk")
+    out: list[Example] = []
+    for e in examples:
+        x = np.asarray(e.x)
+        keep = np.flatnonzero(x[:, col] == 1) if x.ndim == 2 and len(x) else np.zeros(0, int)
+        paths = tuple(e.paths[int(i)] for i in keep) if e.paths else ()
+        out.append(Example(x[keep], np.asarray(e.labels)[keep], e.weight, e.id, paths))
+    return out
 
 
 def _standardisation(base: RankerModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -200,6 +217,10 @@ class AdaptedModel:
     @property
     def names(self) -> tuple[str, ...]:
         return self.base.names
+
+    @property
+    def level(self) -> str:
+        return self.base.level
 
     @property
     def features(self) -> str:
@@ -381,6 +402,10 @@ class RepositoryRanker:
     @property
     def digest(self) -> str:
         return self.current().digest
+
+    @property
+    def level(self) -> str:
+        return self.current().level
 
     @property
     def names(self) -> tuple[str, ...]:

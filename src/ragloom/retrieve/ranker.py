@@ -19,6 +19,7 @@ minus the ensemble's mean, "Saabas" attribution), for ``--explain``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -58,6 +59,8 @@ class Scorer(Protocol):
     def digest(self) -> str: ...
     @property
     def names(self) -> tuple[str, ...]: ...
+    @property
+    def level(self) -> str: ...
     def predict(self, x: np.ndarray) -> np.ndarray: ...
     def contributions(self, x: np.ndarray) -> np.ndarray: ...
 
@@ -87,6 +90,8 @@ class RankerModel:
     mean: np.ndarray
     scale: np.ndarray
     bias: float
+    leaves: LeafPaths | None = None
+    """Trees: every leaf's path, for :meth:`predict` (built by :meth:`trees`)."""
 
     @classmethod
     def linear(
@@ -119,11 +124,18 @@ class RankerModel:
         each of shape ``(trees, nodes)``."""
         feature, threshold, left, right, value = nodes
         n = len(names)
-        return cls("trees", features, tuple(names), dict(meta),
+        model = cls("trees", features, tuple(names), dict(meta),
                    np.asarray(feature, dtype=np.int32), np.asarray(threshold, dtype=np.float64),
                    np.asarray(left, dtype=np.int32), np.asarray(right, dtype=np.int32),
                    np.asarray(value, dtype=np.float64), int(depth),
                    np.zeros(n), np.zeros(n), np.ones(n), 0.0)  # fmt: skip
+        return dataclasses.replace(model, leaves=LeafPaths.of(model))
+
+    @property
+    def level(self) -> str:
+        """What it was fitted to rank: ``chunk`` (every candidate) or ``file`` (each file's first
+        candidate, whose score its file's other candidates share)."""
+        return str(self.meta.get("level", "chunk"))
 
     @property
     def digest(self) -> str:
@@ -142,8 +154,8 @@ class RankerModel:
             )
         if self.kind == "linear":
             return np.asarray(((x - self.mean) / self.scale) @ self.weight + self.bias)
-        node = self._walk(x)[-1]
-        return np.asarray(self.value[np.arange(self.value.shape[0])[None, :], node].sum(axis=1))
+        leaves = self.leaves if self.leaves is not None else LeafPaths.of(self)
+        return leaves.predict(x)
 
     def contributions(self, x: np.ndarray) -> np.ndarray:
         """Each feature's share of each row's score, shape ``(rows, features)``."""
@@ -164,20 +176,27 @@ class RankerModel:
 
     def _walk(self, x: np.ndarray) -> list[np.ndarray]:
         """The node every row is at in every tree, level by level: ``depth + 1`` arrays of
-        shape ``(rows, trees)``, the root first and the leaves last."""
+        shape ``(rows, trees)``, the root first and the leaves last. Flat ``take`` look-ups
+        (a tree's node ``j`` at ``tree * width + j``, a row's feature ``f`` at
+        ``row * columns + f``) rather than two-dimensional fancy indexing: 4x faster."""
         n, t = x.shape[0], self.feature.shape[0]
-        trees = np.arange(t)[None, :]
+        width = self.feature.shape[1]
+        base = (np.arange(t, dtype=np.intp) * width)[None, :]
+        feature, threshold = self.feature.ravel(), self.threshold.ravel()
+        left, right = self.left.ravel(), self.right.ravel()
+        xs = np.ascontiguousarray(x).ravel()
+        row_base = (np.arange(n, dtype=np.intp) * x.shape[1])[:, None]
         node = np.zeros((n, t), dtype=np.int32)
         path = [node]
-        rows = np.arange(n)[:, None]
         for _ in range(self.depth):
-            feat = self.feature[trees, node]
+            at = base + node
+            feat = feature.take(at)
             inner = feat >= 0
             if not inner.any():
                 break
-            xv = x[rows, np.where(inner, feat, 0)]
-            go_left = xv <= self.threshold[trees, node]
-            nxt = np.where(go_left, self.left[trees, node], self.right[trees, node])
+            xv = xs.take(row_base + np.maximum(feat, 0))
+            go_left = xv <= threshold.take(at)
+            nxt = np.where(go_left, left.take(at), right.take(at))
             node = np.where(inner, nxt, node).astype(np.int32)
             path.append(node)
         return path
@@ -207,6 +226,82 @@ class RankerModel:
                 "depth": self.depth,
             }
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class LeafPaths:
+    """A tree ensemble as its leaves' paths: which split each leaf's path passes, which way,
+    and the leaf's value, padded to the same count per tree and the same length per path.
+    :meth:`predict` tests every split once for every row, then finds each tree's one leaf whose
+    path every test agrees with: no level-by-level walk. Each row's score is its leaves' values
+    summed tree by tree, as the walk sums them, so both give the same floats."""
+
+    split_feature: np.ndarray
+    """(splits,) the feature each inner node tests."""
+    split_threshold: np.ndarray
+    """(splits,) its threshold: a row goes left when ``x[feature] <= threshold``."""
+    path_split: np.ndarray
+    """(trees, leaves, depth) the split of each step of each leaf's path (0 past its end)."""
+    path_left: np.ndarray
+    """(trees, leaves, depth) whether that step goes left (True past the end)."""
+    path_pad: np.ndarray
+    """(trees, leaves, depth) True past the end of the path (the step always agrees)."""
+    leaf_value: np.ndarray
+    """(trees, leaves) each leaf's value (0 for padding, which no row reaches)."""
+    leaf_real: np.ndarray
+    """(trees, leaves) False for padding."""
+
+    @classmethod
+    def of(cls, model: RankerModel) -> LeafPaths:
+        t = model.feature.shape[0]
+        splits: dict[tuple[int, int], int] = {}
+        per_tree: list[list[tuple[list[tuple[int, bool]], float]]] = []
+        for i in range(t):
+            leaves: list[tuple[list[tuple[int, bool]], float]] = []
+            stack: list[tuple[int, list[tuple[int, bool]]]] = [(0, [])]
+            while stack:
+                j, path = stack.pop()
+                if int(model.feature[i, j]) < 0:
+                    leaves.append((path, float(model.value[i, j])))
+                    continue
+                k = splits.setdefault((i, j), len(splits))
+                stack.append((int(model.right[i, j]), [*path, (k, False)]))
+                stack.append((int(model.left[i, j]), [*path, (k, True)]))
+            per_tree.append(leaves)
+        n_leaves = max((len(v) for v in per_tree), default=1)
+        depth = max((len(p) for v in per_tree for p, _ in v), default=1) or 1
+        path_split = np.zeros((t, n_leaves, depth), dtype=np.intp)
+        path_left = np.ones((t, n_leaves, depth), dtype=bool)
+        path_pad = np.ones((t, n_leaves, depth), dtype=bool)
+        leaf_value = np.zeros((t, n_leaves), dtype=np.float64)
+        leaf_real = np.zeros((t, n_leaves), dtype=bool)
+        for i, leaves in enumerate(per_tree):
+            for li, (path, value) in enumerate(leaves):
+                leaf_value[i, li] = value
+                leaf_real[i, li] = True
+                for d, (k, left) in enumerate(path):
+                    path_split[i, li, d] = k
+                    path_left[i, li, d] = left
+                    path_pad[i, li, d] = False
+        order = sorted(splits, key=splits.__getitem__)
+        feat = np.array([int(model.feature[i, j]) for i, j in order], dtype=np.intp)
+        thr = np.array([float(model.threshold[i, j]) for i, j in order], dtype=np.float64)
+        return cls(feat, thr, path_split, path_left, path_pad, leaf_value, leaf_real)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """One score per row of ``x``: the same floats as walking every tree."""
+        n, t = x.shape[0], self.leaf_value.shape[0]
+        if t == 0:
+            return np.zeros(n)
+        if len(self.split_feature):
+            went_left = x[:, self.split_feature] <= self.split_threshold  # (rows, splits)
+            agree = (went_left[:, self.path_split] == self.path_left) | self.path_pad
+        else:
+            agree = np.ones((n, *self.path_split.shape), dtype=bool)
+        reached = agree.all(axis=3) & self.leaf_real  # (rows, trees, leaves): one True per tree
+        leaf = reached.argmax(axis=2)
+        values = np.take_along_axis(self.leaf_value[None, :, :], leaf[:, :, None], axis=2)
+        return np.asarray(values[:, :, 0].sum(axis=1))
 
 
 def model_from_dict(

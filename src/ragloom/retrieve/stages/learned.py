@@ -128,11 +128,12 @@ class LearnedStage(StageBase):
         rowids, x = candidate_features(state)
         if len(rowids) < 2:
             return
-        scores = self.model.predict(x)
+        info = state.source.chunk_info(rowids)
+        paths = [info[r][0] if r in info else f"#{r}" for r in rowids]
+        scored, share = _scored_rows(self.model, x, paths)
+        scores = self.model.predict(x[scored])[share]
         order = [int(i) for i in np.lexsort((np.arange(len(rowids)), -scores))]
         if WITHIN_FILE != "model":
-            info = state.source.chunk_info(rowids)
-            paths = [info[r][0] if r in info else f"#{r}" for r in rowids]
             keep = keep_file_order if WITHIN_FILE == "handset" else keep_shape
             order = keep(order, paths)
         places = sorted((s for _, s in state.ranked[: len(rowids)]), reverse=True)
@@ -141,7 +142,7 @@ class LearnedStage(StageBase):
         for i, r in enumerate(rowids):
             state.note(r, "learned", round(float(scores[i]), 6))
         if state.explain:
-            contrib = self.model.contributions(x)
+            contrib = self.model.contributions(x[scored])[share]
             for i, r in enumerate(rowids):
                 top = np.argsort(-np.abs(contrib[i]), kind="stable")[:EXPLAIN_FEATURES]
                 state.note(
@@ -149,6 +150,31 @@ class LearnedStage(StageBase):
                     "learned_features",
                     {FEATURE_NAMES[int(j)]: round(float(contrib[i, j]), 6) for j in top},
                 )
+
+
+_FIRST_CHUNK = FEATURE_NAMES.index("file_first_chunk")
+
+
+def _scored_rows(model: Scorer, x: np.ndarray, paths: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows ``model`` scores, and for each candidate the index among them of the row whose
+    score it takes). A model of candidates scores every one; a model of files (``level``
+    ``file``, fitted on each file's first candidate) scores each file's first candidate, and
+    the file's other candidates share its score."""
+    n = len(paths)
+    if model.level != "file":
+        every = np.arange(n)
+        return every, every
+    first: dict[str, int] = {}
+    rows: list[int] = []
+    for i, p in enumerate(paths):
+        if p not in first and x[i, _FIRST_CHUNK] == 1:
+            first[p] = len(rows)
+            rows.append(i)
+    for i, p in enumerate(paths):  # a file whose first candidate was not marked: its first
+        if p not in first:
+            first[p] = len(rows)
+            rows.append(i)
+    return np.asarray(rows, dtype=np.intp), np.asarray([first[p] for p in paths], dtype=np.intp)
 
 
 def keep_file_order(order: list[int], files: list[str]) -> list[int]:

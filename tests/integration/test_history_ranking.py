@@ -59,8 +59,9 @@ def test_index_syncs_history_and_the_step_uses_it(tmp_path: Path) -> None:
     shown = run_cli("status", "--index-dir", str(root / ".ragloom"), check=True).stdout
     assert "history   4 commits (last " in shown
     assert _files(root, "hybrid")[0] == "app/forms.py"
-    # without the step nothing tells the two files apart: forms.py does not lead
-    assert _files(root, "hybrid+no-history")[0] != "app/forms.py"
+    # without the step nothing tells the two files apart: forms.py does not lead the hand-set
+    # order (the learned stage breaks the tie its own way)
+    assert _files(root, "hybrid+handset+no-history")[0] != "app/forms.py"
     with Index.at(root) as idx:
         res = idx.search("tighten validation for signup", strategy="hybrid", explain=True)
         forms = [h for h in res.hits if h.path == "app/forms.py"]
@@ -146,10 +147,11 @@ def test_changes_profile_pins_on_agreement_and_weighs_more(tmp_path: Path) -> No
     q = "tighten validation for signup"
     with Index.at(root) as idx:
         ret = idx.retriever
-        # agreement: the first CHANGE_WEIGHTS.pin hits keep their places, without a bonus
+        # agreement: the first CHANGE_WEIGHTS.pin hits keep their places, without a bonus (the
+        # hand-set order: the learned stage, after the pin, re-orders them with the rest)
         ret.agree = lambda lists, confident=None: True  # type: ignore[method-assign]
-        pinned = idx.search(q, strategy="hybrid+changes", explain=True).hits
-        plain = idx.search(q, strategy="hybrid+no-history").hits
+        pinned = idx.search(q, strategy="hybrid+handset+changes", explain=True).hits
+        plain = idx.search(q, strategy="hybrid+handset+no-history").hits
         n = CHANGE_WEIGHTS.pin
         assert [h.id for h in pinned[:n]] == [h.id for h in plain[:n]]
         assert all("history" not in (h.explain or {}) for h in pinned[:n])

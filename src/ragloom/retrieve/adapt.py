@@ -113,6 +113,8 @@ def fit_rows(base: RankerModel, examples: Sequence[Example]) -> list[Example]:
 def _standardisation(base: RankerModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if base.kind == "linear":
         return base.mean.copy(), base.scale.copy()
+    # float64 whatever the rows' type: the model file keeps float64, and its digest the bytes
+    rows = np.asarray(rows, dtype=np.float64)
     mean = rows.mean(axis=0) if len(rows) else np.zeros(len(base.names))
     scale = rows.std(axis=0) if len(rows) else np.ones(len(base.names))
     scale[scale < 1e-9] = 1.0

@@ -118,3 +118,52 @@ def test_agrees_with_lightgbm() -> None:
     assert np.allclose(m.predict(x), booster.predict(x), atol=1e-9)
     base = m.value[:, 0].sum()  # the trees' root values: what the shares are measured from
     assert np.allclose(m.contributions(x).sum(axis=1) + base, booster.predict(x), atol=1e-9)
+
+
+def _walked(m: RankerModel, x: np.ndarray) -> np.ndarray:
+    """The score by the level-by-level walk (what ``contributions`` uses), summed tree by tree."""
+    node = m._walk(x)[-1]
+    return np.asarray(m.value[np.arange(m.value.shape[0])[None, :], node].sum(axis=1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(2, 31),
+    st.integers(1, 12),
+    st.integers(0, 2**31 - 1),
+    st.lists(
+        st.tuples(*[st.floats(-3, 3, allow_nan=False, width=32)] * 3), min_size=1, max_size=30
+    ),
+)
+def test_leaf_paths_give_the_walks_floats(
+    leaves: int, rounds: int, seed: int, rows: list[tuple[float, float, float]]
+) -> None:
+    """``predict`` (every leaf's path tested at once) gives bit for bit what walking every tree
+    gives, for trees of any shape, on float32 rows (what the stage passes)."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(200, 3))
+    y = (train[:, 0] + rng.normal(size=200) * 0.5 > 0).astype(float)
+    params = {"objective": "lambdarank", "num_leaves": leaves, "min_data_in_leaf": 3,
+              "verbose": -1, "seed": seed % 1000, "deterministic": True, "num_threads": 1}  # fmt: skip
+    booster = lgb.train(
+        params, lgb.Dataset(train, label=y, group=[20] * 10), num_boost_round=rounds
+    )
+    m = from_lightgbm_dump(booster.dump_model(), features="f1", names=NAMES, meta={})
+    assert m.leaves is not None
+    x = np.array(rows, dtype=np.float32)
+    assert np.array_equal(m.predict(x), _walked(m, x))
+    # a model read back from its JSON has its leaf paths too
+    back = model_from_dict(m.to_dict())
+    assert back.leaves is not None and np.array_equal(back.predict(x), m.predict(x))
+
+
+def test_the_shipped_trees_give_the_walks_floats() -> None:
+    from ragloom.retrieve.stages.learned import default_model
+
+    m = default_model()
+    if m.kind != "trees":
+        pytest.skip("the shipped model is linear")
+    rng = np.random.default_rng(3)
+    x = (rng.normal(size=(100, len(m.names))) * 2).astype(np.float32)
+    assert np.array_equal(m.predict(x), _walked(m, x))

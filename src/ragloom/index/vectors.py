@@ -279,9 +279,13 @@ class HnswVectors:
             needed = index.get_current_count() + len(add_rowids)
             if needed > index.get_max_elements():
                 index.resize_index(max(needed, int(index.get_max_elements() * 1.5)))
+            # one thread: the graph depends on the insertion order only, so the same vectors
+            # give the same graph and the same answers (several threads insert in a racing
+            # order; the learned ranking's training data must be mined reproducibly)
             index.add_items(
                 np.ascontiguousarray(add_vectors, dtype=np.float32),
                 np.asarray(add_rowids, dtype=np.int64),
+                num_threads=1,
                 replace_deleted=True,
             )
         # numpy, not a Python set of every rowid: ~3 ms instead of ~25 ms at 100k vectors

@@ -32,7 +32,7 @@ import numpy as np
 from ragloom.eval.baseline import file_metrics as ranked_file_metrics
 from ragloom.eval.mining import load_groups
 from ragloom.retrieve.ranker import RankerModel, from_lightgbm_dump
-from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION
+from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION, file_first_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 20261126
@@ -100,8 +100,7 @@ ranking of files, as the metric is). The stage orders files by their best candid
 
 def file_rows(group: dict[str, Any]) -> dict[str, Any]:
     """``group`` with only each file's first candidate (``file_first_chunk``)."""
-    col = FEATURE_NAMES.index("file_first_chunk")
-    keep = [i for i, row in enumerate(group["x"]) if row[col] == 1]
+    keep = file_first_rows(np.asarray(group["x"], dtype=np.float64)).tolist()
     return dict(
         group,
         x=[group["x"][i] for i in keep],

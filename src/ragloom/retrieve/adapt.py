@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ragloom.retrieve.ranker import RankerModel, RankerModelError, Scorer
+from ragloom.retrieve.stages.features import file_first_rows
 
 __all__ = [
     "ADAPTED_FORMAT",
@@ -100,11 +101,10 @@ def fit_rows(base: RankerModel, examples: Sequence[Example]) -> list[Example]:
     correction learns the same ranking of files its base did."""
     if base.level != "file" or "file_first_chunk" not in base.names:
         return list(examples)
-    col = base.names.index("file_first_chunk")
     out: list[Example] = []
     for e in examples:
         x = np.asarray(e.x)
-        keep = np.flatnonzero(x[:, col] == 1) if x.ndim == 2 and len(x) else np.zeros(0, int)
+        keep = file_first_rows(x, base.names)
         paths = tuple(e.paths[int(i)] for i in keep) if e.paths else ()
         out.append(Example(x[keep], np.asarray(e.labels)[keep], e.weight, e.id, paths))
     return out

@@ -36,6 +36,7 @@ __all__ = [
     "MAX_CANDIDATES",
     "TapStage",
     "candidate_features",
+    "file_first_rows",
     "tap_features",
     "tapped",
 ]
@@ -284,6 +285,18 @@ def _history_features(
             1.0 / (_HIST_K + co) if co is not None else 0.0,
         )
     return out
+
+
+_FIRST_CHUNK = FEATURE_NAMES.index("file_first_chunk")
+
+
+def file_first_rows(x: np.ndarray, names: Sequence[str] = FEATURE_NAMES) -> np.ndarray:
+    """The indices of the rows of ``x`` (columns ``names``) that are their file's first
+    candidate (``file_first_chunk``): the rows a model of files is fitted on and scores."""
+    if x.ndim != 2 or not len(x):
+        return np.zeros(0, dtype=np.intp)
+    col = _FIRST_CHUNK if names is FEATURE_NAMES else list(names).index("file_first_chunk")
+    return np.flatnonzero(x[:, col] == 1)
 
 
 # -- the tap: the features of every query run inside ``tapped`` ---------------------------------

@@ -25,7 +25,12 @@ import numpy as np
 from ragloom.retrieve.ranker import RankerModel, RankerModelError, Scorer, load_model
 from ragloom.retrieve.roles import change_request
 from ragloom.retrieve.stages.base import RankState, StageBase, issue_reading
-from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION, candidate_features
+from ragloom.retrieve.stages.features import (
+    FEATURE_NAMES,
+    FEATURES_VERSION,
+    candidate_features,
+    file_first_rows,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -152,9 +157,6 @@ class LearnedStage(StageBase):
                 )
 
 
-_FIRST_CHUNK = FEATURE_NAMES.index("file_first_chunk")
-
-
 def _scored_rows(model: Scorer, x: np.ndarray, paths: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(the rows ``model`` scores, and for each candidate the index among them of the row whose
     score it takes). A model of candidates scores every one; a model of files (``level``
@@ -166,9 +168,9 @@ def _scored_rows(model: Scorer, x: np.ndarray, paths: list[str]) -> tuple[np.nda
         return every, every
     first: dict[str, int] = {}
     rows: list[int] = []
-    for i, p in enumerate(paths):
-        if p not in first and x[i, _FIRST_CHUNK] == 1:
-            first[p] = len(rows)
+    for i in file_first_rows(x).tolist():
+        if paths[i] not in first:
+            first[paths[i]] = len(rows)
             rows.append(i)
     for i, p in enumerate(paths):  # a file whose first candidate was not marked: its first
         if p not in first:

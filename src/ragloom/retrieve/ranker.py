@@ -178,7 +178,9 @@ class RankerModel:
         """The node every row is at in every tree, level by level: ``depth + 1`` arrays of
         shape ``(rows, trees)``, the root first and the leaves last. Flat ``take`` look-ups
         (a tree's node ``j`` at ``tree * width + j``, a row's feature ``f`` at
-        ``row * columns + f``) rather than two-dimensional fancy indexing: 4x faster."""
+        ``row * columns + f``) rather than two-dimensional fancy indexing (1.3 -> 0.7 ms for 100
+        rows and 300 trees). Scores come from :class:`LeafPaths`; the walk serves
+        :meth:`contributions` (explain), which needs every node a row passed."""
         n, t = x.shape[0], self.feature.shape[0]
         width = self.feature.shape[1]
         base = (np.arange(t, dtype=np.intp) * width)[None, :]

@@ -9,8 +9,8 @@ evidence (how many of its chunks are candidates and their best places), how its 
 question's words, what kind of question it is, and its file's change history (similar past
 changes, churn, recency and co-change, each apart: ``hist_*``). The same function builds the
 training data (:mod:`ragloom.eval.mining`, through :func:`tap_features`) and scores at query
-time, so a model and the ranking it is used in see the same numbers. :data:`FEATURES_VERSION` names this set: a
-model fitted on another refuses to load.
+time, so a model and the ranking it is used in see the same numbers. :data:`FEATURES_VERSION`
+names this set: a model fitted on another refuses to load.
 """
 
 from __future__ import annotations

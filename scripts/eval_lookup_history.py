@@ -86,7 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("eval-out/lookup"))
     ap.add_argument("--mirror-root", type=Path, default=Path("/work/.mirror"))
     ap.add_argument("--queries", type=int, default=400, help="questions per repository (at most)")
+    ap.add_argument(
+        "--strategy",
+        action="append",
+        default=[],
+        help=f"a strategy to ask with (repeatable; default {', '.join(STRATEGIES)})",
+    )
     args = ap.parse_args(argv)
+    strategies = tuple(args.strategy) or STRATEGIES
     specs = {
         s.name: s for s in load_repo_specs(tomllib.loads(args.repos.read_text(encoding="utf-8")))
     }
@@ -120,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             if line.strip()
         ]
         try:
-            res = evaluate(idx, questions, STRATEGIES)
+            res = evaluate(idx, questions, strategies)
         finally:
             idx.close()
         results[name] = res

@@ -91,6 +91,12 @@ def evaluate(
     }
 
 
+FIT_ON = ("train", "all")
+"""The groups a written model is fitted on: the mined ``train`` split (its ``test`` split then
+measures the very model written), or ``all`` (the settings chosen on the test split, fitted again
+on every group: the model shipped since the sixth session; its test figures are the train split's
+fit's)."""
+
 LEVELS = ("chunk", "file")
 """What a training row is: every candidate (``chunk``), or each file's first candidate only
 (``file``: its row carries the file's aggregates; the label is the file's, so every group is a
@@ -120,16 +126,22 @@ def _matrix(groups: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, l
     return np.vstack(xs), np.concatenate(ys), sizes
 
 
-def fit_trees(train: Sequence[dict[str, Any]], rounds: int = ROUNDS) -> RankerModel:
+def fit_trees(
+    train: Sequence[dict[str, Any]],
+    rounds: int = ROUNDS,
+    params: dict[str, Any] | None = None,
+) -> RankerModel:
+    """LambdaRank on ``train``: :data:`TREE_PARAMS`, updated by ``params``."""
     import lightgbm as lgb
 
     x, y, sizes = _matrix(train)
     ds = lgb.Dataset(x, label=y, group=sizes, feature_name=list(FEATURE_NAMES), free_raw_data=False)
-    booster = lgb.train(TREE_PARAMS, ds, num_boost_round=rounds)
+    used = {**TREE_PARAMS, **(params or {})}
+    booster = lgb.train(used, ds, num_boost_round=rounds)
     meta = {
         "trainer": f"lightgbm {lgb.__version__} lambdarank",
         "rounds": rounds,
-        "params": {k: v for k, v in TREE_PARAMS.items() if k != "ndcg_eval_at"},
+        "params": {k: v for k, v in used.items() if k != "ndcg_eval_at"},
         "train_groups": len(sizes),
         "train_rows": len(y),
     }
@@ -193,8 +205,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--level", choices=LEVELS, default="chunk", help="a training row: a candidate or a file"
     )
+    ap.add_argument("--leaves", type=int, help=f"num_leaves (default {TREE_PARAMS['num_leaves']})")
+    ap.add_argument(
+        "--min-data",
+        type=int,
+        help=f"min_data_in_leaf (default {TREE_PARAMS['min_data_in_leaf']})",
+    )
+    ap.add_argument(
+        "--learning-rate",
+        type=float,
+        help=f"learning_rate (default {TREE_PARAMS['learning_rate']})",
+    )
+    ap.add_argument(
+        "--fit-on",
+        choices=FIT_ON,
+        default="train",
+        help="the groups the written model is fitted on (the figures are the train split's fit)",
+    )
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
+    params: dict[str, Any] = {}
+    for key, value in (
+        ("num_leaves", args.leaves),
+        ("min_data_in_leaf", args.min_data),
+        ("learning_rate", args.learning_rate),
+    ):
+        if value is not None:
+            params[key] = value
     files = sorted(args.data.glob("groups-*.jsonl"))
     if not files:
         print(f"no groups under {args.data}: run scripts/mine_ranking_data.py", file=sys.stderr)
@@ -206,8 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(groups)} groups of {len(repos)} repositories: {len(train)} train, {len(test)} test"
     )
-    fit_on = [file_rows(g) for g in train] if args.level == "file" else train
-    models = {"trees": fit_trees(fit_on, args.rounds), "linear": fit_linear(fit_on)}
+
+    def rows(gs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [file_rows(g) for g in gs] if args.level == "file" else list(gs)
+
+    fit_on = rows(train)
+    models = {"trees": fit_trees(fit_on, args.rounds, params), "linear": fit_linear(fit_on)}
     results = {"handset": evaluate(test, None)}
     for name, m in models.items():
         results[name] = evaluate(test, m.predict)
@@ -222,10 +263,19 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({m: {k: list(v) for k, v in r.items()} for m, r in results.items()}))
     if args.write:
         model = models[args.write]
+        if args.fit_on == "all":
+            # the settings chosen on the test split, fitted again on every group
+            every = rows(groups)
+            model = (
+                fit_trees(every, args.rounds, params)
+                if args.write == "trees"
+                else fit_linear(every)
+            )
         meta = dict(model.meta)
         meta.update(
             {
                 "level": args.level,
+                "fit_on": args.fit_on,
                 "data": sorted(f.name for f in files),
                 "repositories": len(repos),
                 "test_mrr10": round(results[args.write]["all"][0], 4),

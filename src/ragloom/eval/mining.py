@@ -78,7 +78,7 @@ RESERVED_REPOS = frozenset(
     }
 )
 """Repositories never mined (issue 22): the reserved ones and the SWE-bench ones."""
-DEFAULT_QUESTIONS = 40
+DEFAULT_QUESTIONS = 150
 """Questions per repository unless its ``[[repo]]`` says (``questions``)."""
 SEARCH_TOP_K = 50
 FEATURE_DECIMALS = 6

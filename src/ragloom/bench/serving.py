@@ -503,13 +503,21 @@ async def cache_counters(client: httpx.AsyncClient, tries: int = 64) -> dict[str
     """The engine's answer-cache counters (hits, misses, coalesced) summed over every worker of
     the server. Each ``/status`` asked on a new connection reaches whichever worker accepts it,
     so it is asked until every worker (``workers``, told apart by ``worker.index``) answered,
-    at most ``tries`` times; ``workers_seen`` says how many did."""
+    at most ``tries`` rounds; ``workers_seen`` says how many did. After the first answer each
+    round asks ``workers`` at once: asked one at a time, idle workers sharing a listening socket
+    can leave every connection to the same one (the kernel wakes the same waiter), and a worker
+    busy with one request leaves the next to another."""
     seen: dict[int, Mapping[str, Any]] = {}
     workers = 1
     for _ in range(tries):
-        status = (await client.get("/status", headers={"connection": "close"})).json()
-        workers = int(status.get("workers") or 1)
-        seen[int((status.get("worker") or {}).get("index", 0))] = status.get("cache", {})
+        asks = (
+            client.get("/status", headers={"connection": "close"})
+            for _ in range(workers if seen else 1)
+        )
+        for answer in await asyncio.gather(*asks):
+            status = answer.json()
+            workers = int(status.get("workers") or 1)
+            seen[int((status.get("worker") or {}).get("index", 0))] = status.get("cache", {})
         if len(seen) >= workers:
             break
     out = {k: sum(int(c.get(k, 0)) for c in seen.values()) for k in ("hits", "misses", "coalesced")}

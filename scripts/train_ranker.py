@@ -10,9 +10,10 @@ model on the ``train`` split, and reports file-level MRR@10 and recall@10 on the
 of every repository for the hand-set order (the candidates as the hand-set stages leave them),
 each model, and each model per language. ``--write KIND`` saves that model in the package's
 JSON form (ragloom.retrieve.ranker), with its provenance. ``--level file`` fits on each file's
-first candidate only (the shipped model: ``--level file --write trees``, as ``make ltr
-LTR_WRITE=trees`` runs it; docs/ranking.md, "The file's history as features, and a model of
-files").
+first candidate only. ``--fit-on all`` writes the model fitted again on every group (test groups
+included) once the test groups have chosen its settings. The shipped model: ``--level file
+--write trees --fit-on all``, as ``make ltr LTR_WRITE=trees`` runs it (docs/ranking.md, "The
+file's history as features, and a model of files" and "150 questions a repository").
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ For each repository of scripts/ltr_repos.toml (mirrors under --mirror-root, as `
 them): the newest qualifying commits are the questions, each asked at its parent commit with the
 hand-set hybrid (ragloom.eval.mining). Writes OUT/questions-<owner+name>.jsonl (the questions,
 byte-reproducible), OUT/groups-<owner+name>.jsonl (one group per question: candidates' features,
-paths, labels) and OUT/meta.json (the feature set). --resume skips the groups already written.
+paths, labels) and OUT/meta.json (the feature set). --resume skips the groups already written
+(and goes on in the work tree it left); without it each repository starts from a fresh work tree.
 Embeddings are cached by text in OUT/embeddings.sqlite, so a rerun embeds nothing.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 import tomllib
@@ -100,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
                 groups.unlink()
             else:
                 done = {g["id"] for g in kept}
-        elif groups.exists():
-            groups.unlink()
+        else:
+            groups.unlink(missing_ok=True)
+            # a fresh work tree: one left by an earlier (killed or trial) run holds an index
+            # that the incremental indexing would build on, and the groups would depend on it
+            shutil.rmtree(args.out / "work" / stem, ignore_errors=True)
         with groups.open("a", encoding="utf-8") as fh:
 
             def write(g: dict[str, object], fh=fh) -> None:  # type: ignore[no-untyped-def]

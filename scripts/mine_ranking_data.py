@@ -99,13 +99,12 @@ def main(argv: list[str] | None = None) -> int:
             if any(g.get("features") != FEATURES_VERSION for g in kept):
                 # mined with another feature set: those rows cannot be trained on with these
                 print(f"   {groups.name}: another feature set, mined again", flush=True)
-                groups.unlink()
             else:
                 done = {g["id"] for g in kept}
-        else:
+        if not done:
+            # mined from the start, in a fresh work tree: one left by an earlier (killed or
+            # trial) run holds an index the incremental indexing would build on
             groups.unlink(missing_ok=True)
-            # a fresh work tree: one left by an earlier (killed or trial) run holds an index
-            # that the incremental indexing would build on, and the groups would depend on it
             shutil.rmtree(args.out / "work" / stem, ignore_errors=True)
         with groups.open("a", encoding="utf-8") as fh:
 

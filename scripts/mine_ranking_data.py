@@ -9,6 +9,10 @@ byte-reproducible), OUT/groups-<owner+name>.jsonl (one group per question: candi
 paths, labels) and OUT/meta.json (the feature set). --resume skips the groups already written
 (and goes on in the work tree it left); without it each repository starts from a fresh work tree.
 Embeddings are cached by text in OUT/embeddings.sqlite, so a rerun embeds nothing.
+
+--lookups (or --lookups-only) also writes OUT/lookups-<owner+name>.jsonl for each Python
+repository without a `before`: docstring look-up questions asked at the parent of its newest
+train question, without and with history (ragloom.eval.mining.mine_lookups), mined afresh.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from ragloom.eval.mining import (
     DEFAULT_QUESTIONS,
     feature_header,
     load_mining_specs,
+    lookup_commit,
+    mine_lookups,
     mine_questions,
     mine_repo,
 )
@@ -49,6 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--questions-only", action="store_true", help="write the questions only")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument(
+        "--lookups",
+        action="store_true",
+        help="also mine look-up groups (lookups-OWNER+NAME.jsonl) of the Python repositories "
+        "without a `before` (those of the commit evaluation have their own look-up evaluation)",
+    )
+    ap.add_argument(
+        "--lookups-only",
+        action="store_true",
+        help="mine the look-up groups only (implies --lookups)",
+    )
     args = ap.parse_args(argv)
 
     specs = load_mining_specs(tomllib.loads(args.repos.read_text(encoding="utf-8")))
@@ -92,6 +109,32 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if embedder is None:
             embedder = EmbeddingCache(load_embedder(None), args.out / "embeddings.sqlite")
+        if (args.lookups or args.lookups_only) and spec.language == "python" and not spec.before:
+            commit = lookup_commit(qs)
+            out = args.out / f"lookups-{stem}.jsonl"
+            out.unlink(missing_ok=True)
+            for old in ("lookup-tree", "lookups", "lookup-history"):
+                shutil.rmtree(args.out / "work" / f"{stem}-{old}", ignore_errors=True)
+            if commit is not None:
+                with out.open("a", encoding="utf-8") as fh:
+
+                    def put(g: dict[str, object], fh=fh) -> None:  # type: ignore[no-untyped-def]
+                        fh.write(json.dumps(g, sort_keys=True, ensure_ascii=False) + "\n")
+
+                    n = mine_lookups(
+                        spec,
+                        commit,
+                        mirror_root=args.mirror_root,
+                        work_dir=args.out / "work",
+                        embedder=embedder,
+                        on_group=put,
+                        progress=lambda m: print(
+                            f"[{time.perf_counter() - t_all:7.0f}s] {m}", flush=True
+                        ),
+                    )
+                print(f"   {out.name}: {n} look-up groups", flush=True)
+        if args.lookups_only:
+            continue
         groups = args.out / f"groups-{stem}.jsonl"
         done: set[str] = set()
         if args.resume and groups.exists():

@@ -4,7 +4,8 @@ ranking").
     pip install -e '.[learn]'
     python scripts/train_ranker.py [--data eval-out/ltr] [--out src/ragloom/retrieve/models/ranker.json]
 
-Reads OUT/groups-*.jsonl (scripts/mine_ranking_data.py), fits LightGBM LambdaRank (fixed seed,
+Reads OUT/groups-*.jsonl (scripts/mine_ranking_data.py; with ``--lookups`` OUT/lookups-*.jsonl
+too, the look-up groups of its ``--lookups``), fits LightGBM LambdaRank (fixed seed,
 deterministic, one thread: the same groups give the same model bytes) and a linear pairwise
 model on the ``train`` split, and reports file-level MRR@10 and recall@10 on the ``test`` split
 of every repository for the hand-set order (the candidates as the hand-set stages leave them),
@@ -73,7 +74,10 @@ def file_metrics(
 def evaluate(
     groups: Sequence[dict[str, Any]], score: Callable[[np.ndarray], np.ndarray] | None
 ) -> dict[str, tuple[float, float, int]]:
-    """Per repository (and ``all``): mean MRR@10, mean recall@10 and the question count."""
+    """Per repository, language and kind (``kind:commit``, ``kind:lookup``,
+    ``kind:lookup+history``), and ``all`` (every commit question, as before look-up groups
+    were mined): mean MRR@10, mean recall@10 and the question count. Repository and language
+    keys count commit questions only."""
     per: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for g in groups:
         x = np.asarray(g["x"], dtype=np.float32)
@@ -83,6 +87,10 @@ def evaluate(
             s = score(x)
             order = np.lexsort((np.arange(len(x)), -s))
         m = file_metrics(g["paths"], g["gold_files"], order)
+        kind = g.get("kind", "commit")
+        per["kind:" + kind].append(m)
+        if kind != "commit":
+            continue
         per[g["repo"]].append(m)
         per["all"].append(m)
         per["lang:" + g["language"]].append(m)
@@ -223,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
         default="train",
         help="the groups the written model is fitted on (the figures are the train split's fit)",
     )
+    ap.add_argument(
+        "--lookups",
+        action="store_true",
+        help="train (and test) on the look-up groups (lookups-*.jsonl) too",
+    )
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
     params: dict[str, Any] = {}
@@ -234,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None:
             params[key] = value
     files = sorted(args.data.glob("groups-*.jsonl"))
+    if args.lookups:
+        files += sorted(args.data.glob("lookups-*.jsonl"))
     if not files:
         print(f"no groups under {args.data}: run scripts/mine_ranking_data.py", file=sys.stderr)
         return 2
@@ -253,7 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     results = {"handset": evaluate(test, None)}
     for name, m in models.items():
         results[name] = evaluate(test, m.predict)
-    keys = ["all", *sorted(k for k in results["handset"] if k.startswith("lang:")), *repos]
+    keys = [
+        "all",
+        *sorted(k for k in results["handset"] if k.startswith(("kind:", "lang:"))),
+        *(r for r in repos if r in results["handset"]),
+    ]
     print("\ntest split, file MRR@10 / recall@10\n")
     print("| repository | n | handset | trees | linear |")
     print("|---|---:|---:|---:|---:|")

@@ -17,6 +17,9 @@ from ragloom.eval.mining import (
     MiningSpec,
     load_groups,
     load_mining_specs,
+    lookup_commit,
+    lookup_packages,
+    mine_lookups,
     mine_questions,
     mine_repo,
 )
@@ -124,3 +127,89 @@ def test_groups_at_the_parent_commit_are_reproducible(tmp_path: Path) -> None:
     path.write_text(json.dumps({**first, "features": "old"}) + "\n")
     with pytest.raises(ValueError, match="mine again"):
         load_groups([path])
+
+
+DOCUMENTED = {
+    "acme/__init__.py": "",
+    "acme/router.py": (
+        "def match_route(path, routes):\n"
+        '    """Find every route whose pattern matches the request path."""\n'
+        "    return [r for r in routes if r == path]\n"
+    ),
+    "acme/cookies.py": (
+        "def parse_cookie(header):\n"
+        '    """Split a cookie header into its named values."""\n'
+        "    return dict(p.split('=') for p in header)\n"
+    ),
+    "tests/__init__.py": "",
+    "tests/test_router.py": "def test_match():\n    assert True\n",
+}
+LOOKUP_CHANGES = [
+    ("acme/router.py", "Let routes declare their allowed methods"),
+    ("acme/cookies.py", "Parse quoted cookie values correctly"),
+    ("acme/router.py", "Match routes case insensitively when asked"),
+    ("acme/cookies.py", "Keep empty cookie values instead of dropping them"),
+    ("acme/router.py", "Route requests by host name as well as path"),
+]
+
+
+def test_lookup_packages_are_the_library_folders(tmp_path: Path) -> None:
+    for rel in ("acme/__init__.py", "src/beta/__init__.py", "tests/__init__.py",
+                "docs/__init__.py", "_build/__init__.py", "loose/x.py"):  # fmt: skip
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert lookup_packages(tmp_path) == ["acme", "src/beta"]
+
+
+def test_lookup_groups_with_and_without_history_are_reproducible(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    _git(src, "init", "-q", "-b", "main")
+    _git(src, "config", "user.email", "a@b.c")
+    _git(src, "config", "user.name", "A")
+    for rel, text in DOCUMENTED.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    _git(src, "add", "-A")
+    _git(
+        src, "commit", "-q", "-m", "Initial import of the acme toolkit", date="2020-01-01T00:00:00"
+    )
+    with (src / "acme/router.py").open("a") as fh:
+        fh.write("# trailing slash\n")
+    _git(
+        src, "commit", "-q", "-am", "Match routes with a trailing slash", date="2020-01-02T00:00:00"
+    )
+    for day, (rel, message) in enumerate(LOOKUP_CHANGES, start=3):
+        with (src / rel).open("a") as fh:
+            fh.write(f"# {message}\n")
+        _git(src, "commit", "-q", "-am", message, date=f"2020-01-{day:02d}T00:00:00")
+    root = tmp_path / "mirrors"
+    (root / "acme+web").mkdir(parents=True)
+    _git(tmp_path, "clone", "-q", "--bare", str(src), str(root / "acme+web" / "repo"))
+    head = _git(src, "rev-parse", "HEAD")
+    spec = MiningSpec("acme/web", "python", "acme+web/repo", head)
+    qs = mine_questions(spec, root, tune_share=1.0)
+    commit = lookup_commit(qs)
+    assert commit == qs[-1].parent and lookup_commit([]) is None
+    runs = []
+    for n in range(2):
+        out: list[dict[str, object]] = []
+        emb = EmbeddingCache(HashingEmbedder(64), tmp_path / "e.sqlite")
+        mine_lookups(spec, commit, mirror_root=root, work_dir=tmp_path / f"work{n}",
+                     embedder=emb, on_group=out.append)  # fmt: skip
+        emb.close()
+        runs.append([json.dumps(g, sort_keys=True) for g in out])
+    assert runs[0] == runs[1]
+    groups = [json.loads(g) for g in runs[0]]
+    assert sorted(g["kind"] for g in groups) == ["lookup", "lookup", "lookup+history",
+                                                 "lookup+history"]  # fmt: skip
+    by_query = {(g["kind"], g["query"]): g for g in groups}
+    g = by_query[("lookup", "Find every route whose pattern matches the request path")]
+    assert g["gold_files"] == ["acme/router.py"] and g["split"] in ("train", "test")
+    assert g["labels"] == [int(p == "acme/router.py") for p in g["paths"]]
+    assert "tests/test_router.py" not in g["paths"]  # the library packages only
+    # with history, the history features of the changed file are set; without, never
+    hist = [i for i, name in enumerate(FEATURE_NAMES) if name.startswith("hist_")]
+    h = by_query[("lookup+history", g["query"])]
+    assert not any(row[i] for row in g["x"] for i in hist)
+    assert any(row[i] for row in h["x"] for i in hist), h["x"]

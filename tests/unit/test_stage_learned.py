@@ -129,8 +129,8 @@ def test_switches() -> None:
     assert parse_search_spec("hybrid+learned").runs_learned()
     assert not parse_search_spec("hybrid+handset").runs_learned()
     assert parse_search_spec("hybrid").runs_learned() is (LEARNED_DEFAULT != "off")
-    assert parse_search_spec("hybrid").learned_questions() == LEARNED_DEFAULT == "changes"
-    assert parse_search_spec("hybrid+learned").learned_questions() == "changes"
+    assert parse_search_spec("hybrid").learned_questions() == LEARNED_DEFAULT == "all"
+    assert parse_search_spec("hybrid+learned").learned_questions() == "all"
     assert not parse_search_spec("sparse+learned").runs_learned()  # hybrid only
     assert not parse_search_spec("hybrid+seed+learned").runs_learned()  # tuned only
     with pytest.raises(ConfigError, match=r"\+learned, \+handset"):
@@ -175,12 +175,13 @@ def test_a_search_with_the_learned_stage_explains_it(tmp_path: Path) -> None:
     assert any(s["stage"] == "learned" for h in learned.hits for s in h.stages) or [
         h.id for h in learned.hits
     ] == [h.id for h in handset.hits]
-    # a look-up keeps the hand-set order (LEARNED_QUESTIONS = "changes")
-    assert not any("learned" in h.explain for h in lookup.hits)
+    # a look-up is re-ordered too (LEARNED_QUESTIONS = "all")
+    assert all("learned" in h.explain for h in lookup.hits)
 
 
-def test_the_stage_applies_to_issues_and_change_requests_only() -> None:
-    stage = LearnedStage(_linear({}))
+def test_the_stage_applies_to_every_question_or_to_issues_and_change_requests() -> None:
+    assert LearnedStage(_linear({})).applies(state([], ROWS, query="where are routes matched"))
+    stage = LearnedStage(_linear({}), "changes")
     assert stage.applies(state([], ROWS, query="Fix the router for trailing slashes"))
     assert not stage.applies(state([], ROWS, query="where are routes matched"))
 

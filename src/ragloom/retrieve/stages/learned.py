@@ -11,8 +11,8 @@ candidates after them keep their places. Explain records: ``learned`` (the model
 
 The model ships with the package (:data:`DEFAULT_MODEL`); one fitted on another feature set is
 refused with a clear message. Plain ``hybrid`` runs it on the questions
-:data:`LEARNED_DEFAULT` names (issues and change requests); ``+learned`` on
-:data:`LEARNED_QUESTIONS` (the same); ``+handset`` never.
+:data:`LEARNED_DEFAULT` names (every one); ``+learned`` on :data:`LEARNED_QUESTIONS` (the same);
+``+handset`` never.
 """
 
 from __future__ import annotations
@@ -49,38 +49,37 @@ __all__ = [
 DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker.json"
 """The shipped model (``scripts/train_ranker.py --write``)."""
 QUESTION_KINDS = ("off", "issues", "changes", "all")
-LEARNED_DEFAULT = "changes"
-"""Which questions plain ``hybrid`` re-orders with the model (one of :data:`QUESTION_KINDS`):
-``changes``, an issue or a question that reads as a change request
-(:func:`~ragloom.retrieve.roles.change_request` of its title), as ``+learned`` does. Chosen on
-the tune splits (docs/ranking.md, "Learned ranking: the default"): ``changes`` raises the commit
-evaluation's tune MRR@10 (0.717 -> 0.730) and leaves the sym10k tune set level (symbol MRR@10
-0.524 against 0.524, symbol recall@10 0.772 against 0.772); ``all`` loses symbol recall@10 there
-(0.748) and ``issues`` leaves the commit questions to the hand-set order. The first part kept it
-off: in the model's own layout the look-up questions that read as change requests lost (stdlib
-identifier symbol MRR@10 0.705 against 0.716); laid out in the hand-set shape
-(:data:`WITHIN_FILE`) they do not."""
-LEARNED_QUESTIONS = "changes"
-"""Which questions ``+learned`` re-orders: ``changes`` (an issue, or a question that reads as a
-change request, :func:`~ragloom.retrieve.roles.change_request` of its title). The model was
-fitted on commit messages, which ask where a change goes; on every look-up (``all``: a
-docstring, a symbol's description) it ranks files over functions and loses (docs/ranking.md,
-"Learned ranking": sym10k symbol MRR@10 0.432 -> 0.392 with ``all``)."""
+LEARNED_DEFAULT = "all"
+"""Which questions plain ``hybrid`` re-orders with the model (one of :data:`QUESTION_KINDS`).
+``all`` since the seventh session, when the model was fitted on look-up questions too (docstring
+look-ups mined from the Python training repositories, :func:`ragloom.eval.mining.mine_lookups`)
+and laid out by :func:`keep_slots`. Chosen on the mined test groups and the sym10k tune set
+(docs/ranking.md, "Look-up groups, every question and the slots layout"): the model gains as
+much on the commit questions that do not read as change requests as on those that do, and on
+the mined look-ups (file MRR@10 0.804 -> 0.826); sym10k tune: file MRR@10 0.771 -> 0.791,
+symbol MRR@10 0.524 -> 0.536, symbol recall@10 0.772 -> 0.764. ``changes`` (an issue, or a
+title that reads as a change request, :func:`~ragloom.retrieve.roles.change_request`) was the
+default before: a model fitted on commit messages alone lost symbol recall@10 on look-ups
+(0.012-0.016)."""
+LEARNED_QUESTIONS = "all"
+"""Which questions ``+learned`` re-orders (as plain ``hybrid`` does)."""
 EXPLAIN_FEATURES = 5
 """Features named per hit in the explain record, largest share first."""
 
-WITHIN_FILE = "shape"
-"""How the model's order is laid out: ``shape`` (the model decides which file comes first,
-second, ...; the hand-set order decides how many of each file's chunks stand where, and which of
-a file's chunks comes first: :func:`keep_shape`), ``handset`` (the model's order, each file's
-chunks put back in the hand-set order: :func:`keep_file_order`) or ``model``. The model was
-fitted on file-level labels (commit messages name files); in its own order a file with several
-strong chunks fills the top, a function's own chunk can fall below its neighbours (stdlib
-identifier symbol MRR@10 0.716 -> 0.705 with ``model``), and a context of 4k-13k tokens holds
-fewer files. Chosen on the SWE-bench tune half (docs/ranking.md, "Learned ranking: the layout"):
-``shape`` and ``handset`` have the same file Acc@1 / Acc@5 (55.8 / 80.8, papers' protocol);
-``shape`` has function Acc@5 51.0 against 47.1 and context recall at 8k 62.5 against 57.4 %
-(the hand-set ranking's own), MRR@10 79.0 against 79.9."""
+WITHIN_FILE = "slots"
+"""How the model's order is laid out: ``slots`` (the model decides which file comes first,
+second, ...; each file's other chunks stay where the hand-set order had them, or follow right
+behind the file's first when it moved down: :func:`keep_slots`), ``shape`` (the model's file
+order in the hand-set shape: :func:`keep_shape`, the default until the seventh session),
+``handset`` (the model's order, each file's chunks put back in the hand-set order:
+:func:`keep_file_order`) or ``model``. The model ranks files (commit messages name files); in
+its own order a file with several strong chunks fills the top. ``shape`` and ``slots`` give the
+same file order; with ``shape`` a promoted file took over the passed file's slots, pulling its
+own weaker chunks up and pushing the passed file's second and third chunks out of the top ten.
+On the SWE-bench tune half (docs/ranking.md, "Look-up groups, every question and the slots
+layout") they have the same file figures, ``slots`` function Acc@5 / @10 47.1 / 60.8 against
+49.0 / 58.8, context recall at 4k / 8k / 13k / 27k 45.7 / 58.6 / 66.9 / 71.2 against
+43.7 / 61.6 / 66.0 / 69.2; sym10k tune symbol recall@10 0.764 against 0.768."""
 
 _lock = threading.Lock()
 _cache: dict[Path, RankerModel] = {}

@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         "without a `before` (those of the commit evaluation have their own look-up evaluation)",
     )
     ap.add_argument(
+        "--no-history",
+        action="store_true",
+        help="also ask each commit question with the history detached: "
+        "nohistory-OWNER+NAME.jsonl (not with --resume)",
+    )
+    ap.add_argument(
         "--lookups-only",
         action="store_true",
         help="mine the look-up groups only (implies --lookups)",
@@ -149,11 +155,19 @@ def main(argv: list[str] | None = None) -> int:
             # trial) run holds an index the incremental indexing would build on
             groups.unlink(missing_ok=True)
             shutil.rmtree(args.out / "work" / stem, ignore_errors=True)
-        with groups.open("a", encoding="utf-8") as fh:
+        plain = args.out / f"nohistory-{stem}.jsonl"
+        plain.unlink(missing_ok=True)
+        if args.no_history and done:
+            print("   --no-history needs every question asked again: not with --resume")
+            return 2
+        with groups.open("a", encoding="utf-8") as fh, plain.open("a", encoding="utf-8") as ph:
 
             def write(g: dict[str, object], fh=fh) -> None:  # type: ignore[no-untyped-def]
                 fh.write(json.dumps(g, sort_keys=True, ensure_ascii=False) + "\n")
                 fh.flush()
+
+            def write_plain(g: dict[str, object], ph=ph) -> None:  # type: ignore[no-untyped-def]
+                ph.write(json.dumps(g, sort_keys=True, ensure_ascii=False) + "\n")
 
             mine_repo(
                 spec,
@@ -164,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
                 on_group=write,
                 done=done,
                 progress=lambda m: print(f"[{time.perf_counter() - t_all:7.0f}s] {m}", flush=True),
+                on_no_history=write_plain if args.no_history else None,
             )
+        if not args.no_history:
+            plain.unlink(missing_ok=True)
     if embedder is not None:
         embedder.close()
     return 0

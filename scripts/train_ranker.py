@@ -5,7 +5,8 @@ ranking").
     python scripts/train_ranker.py [--data eval-out/ltr] [--out src/ragloom/retrieve/models/ranker.json]
 
 Reads OUT/groups-*.jsonl (scripts/mine_ranking_data.py; with ``--lookups`` OUT/lookups-*.jsonl
-too, the look-up groups of its ``--lookups``), fits LightGBM LambdaRank (fixed seed,
+too, the look-up groups of its ``--lookups``; with ``--no-history`` OUT/nohistory-*.jsonl, the
+commit questions asked again without history, of its ``--no-history``), fits LightGBM LambdaRank (fixed seed,
 deterministic, one thread: the same groups give the same model bytes) and a linear pairwise
 model on the ``train`` split, and reports file-level MRR@10 and recall@10 on the ``test`` split
 of every repository for the hand-set order (the candidates as the hand-set stages leave them),
@@ -74,8 +75,8 @@ def file_metrics(
 def evaluate(
     groups: Sequence[dict[str, Any]], score: Callable[[np.ndarray], np.ndarray] | None
 ) -> dict[str, tuple[float, float, int]]:
-    """Per repository, language and kind (``kind:commit``, ``kind:lookup``,
-    ``kind:lookup+history``), and ``all`` (every commit question, as before look-up groups
+    """Per repository, language and kind (``kind:commit``, ``kind:commit-no-history``,
+    ``kind:lookup``, ``kind:lookup+history``), and ``all`` (every commit question, as before look-up groups
     were mined): mean MRR@10, mean recall@10 and the question count. Repository and language
     keys count commit questions only."""
     per: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -236,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="train (and test) on the look-up groups (lookups-*.jsonl) too",
     )
+    ap.add_argument(
+        "--no-history",
+        action="store_true",
+        help="train (and test) on the commit questions asked without history "
+        "(nohistory-*.jsonl) too",
+    )
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
     params: dict[str, Any] = {}
@@ -249,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     files = sorted(args.data.glob("groups-*.jsonl"))
     if args.lookups:
         files += sorted(args.data.glob("lookups-*.jsonl"))
+    if args.no_history:
+        files += sorted(args.data.glob("nohistory-*.jsonl"))
     if not files:
         print(f"no groups under {args.data}: run scripts/mine_ranking_data.py", file=sys.stderr)
         return 2

@@ -263,9 +263,13 @@ def mine_repo(
     on_group: Callable[[dict[str, Any]], None],
     done: set[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    on_no_history: Callable[[dict[str, Any]], None] | None = None,
 ) -> int:
     """Ask each question at its parent commit and hand its group to ``on_group``; questions
-    whose id is in ``done`` are skipped (a resumed run). Returns the groups written."""
+    whose id is in ``done`` are skipped (a resumed run). With ``on_no_history`` each question is
+    asked a second time with the history detached (an index without history, as ``eval_git.py
+    --history none`` asks), and that group (``kind`` ``commit-no-history``) goes there. Returns
+    the groups written to ``on_group``."""
     import ragloom
 
     mirror = mirror_root / spec.git_dir
@@ -283,12 +287,26 @@ def mine_repo(
             captured: list[tuple[list[str], np.ndarray]] = []
             with tapped(_capture(captured)):
                 index.search(q.query, top_k=SEARCH_TOP_K, strategy="hybrid+handset")
+            plain: list[tuple[list[str], np.ndarray]] = []
+            if on_no_history is not None:
+                retriever = index.retriever
+                history, retriever.history = retriever.history, None
+                try:
+                    with tapped(_capture(plain)):
+                        index.search(q.query, top_k=SEARCH_TOP_K, strategy="hybrid+handset")
+                finally:
+                    retriever.history = history
         finally:
             index.close()
         if captured:
             paths, x = captured[0]
             on_group(_group(q, paths, x))
             n += 1
+        if plain and on_no_history is not None:
+            paths, x = plain[0]
+            on_no_history(
+                _group(q, paths, x) | {"id": f"{q.id}:no-history", "kind": "commit-no-history"}
+            )
         if progress:
             progress(
                 f"{q.id}: indexed in {t_index:.1f}s, asked in "

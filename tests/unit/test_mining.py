@@ -213,3 +213,22 @@ def test_lookup_groups_with_and_without_history_are_reproducible(tmp_path: Path)
     h = by_query[("lookup+history", g["query"])]
     assert not any(row[i] for row in g["x"] for i in hist)
     assert any(row[i] for row in h["x"] for i in hist), h["x"]
+
+
+def test_commit_questions_asked_again_without_history(tmp_path: Path) -> None:
+    root, head = _mirror(tmp_path)
+    spec = MiningSpec("acme/web", "python", "acme+web/repo", head)
+    qs = mine_questions(spec, root)
+    with_history: list[dict[str, object]] = []
+    plain: list[dict[str, object]] = []
+    emb = EmbeddingCache(HashingEmbedder(64), tmp_path / "e.sqlite")
+    mine_repo(spec, qs, mirror_root=root, work_dir=tmp_path / "work", embedder=emb,
+              on_group=with_history.append, on_no_history=plain.append)  # fmt: skip
+    emb.close()
+    assert len(plain) == len(with_history) == len(qs)
+    assert [g["id"] for g in plain] == [f"{q.id}:no-history" for q in qs]
+    assert {g["kind"] for g in plain} == {"commit-no-history"}
+    assert "kind" not in with_history[0]  # the commit groups keep their bytes
+    hist = [i for i, name in enumerate(FEATURE_NAMES) if name.startswith("hist_")]
+    assert not any(row[i] for g in plain for row in g["x"] for i in hist)  # type: ignore[attr-defined]
+    assert any(row[i] for g in with_history for row in g["x"] for i in hist)  # type: ignore[attr-defined]

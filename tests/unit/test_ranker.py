@@ -138,8 +138,8 @@ def _walked(m: RankerModel, x: np.ndarray) -> np.ndarray:
 def test_leaf_paths_give_the_walks_floats(
     leaves: int, rounds: int, seed: int, rows: list[tuple[float, float, float]]
 ) -> None:
-    """``predict`` (every leaf's path tested at once) gives bit for bit what walking every tree
-    gives, for trees of any shape, on float32 rows (what the stage passes)."""
+    """Every leaf's path tested at once (:class:`LeafPaths`) gives bit for bit what walking
+    every tree gives, for trees of any shape, on float32 rows (what the stage passes)."""
     lgb = pytest.importorskip("lightgbm")
     rng = np.random.default_rng(seed)
     train = rng.normal(size=(200, 3))
@@ -152,6 +152,8 @@ def test_leaf_paths_give_the_walks_floats(
     m = from_lightgbm_dump(booster.dump_model(), features="f1", names=NAMES, meta={})
     assert m.leaves is not None
     x = np.array(rows, dtype=np.float32)
+    assert np.array_equal(m.leaves.predict(x), _walked(m, x))
+    # ``predict`` takes the paths up to LEAF_PATHS_MAX_DEPTH and walks deeper trees: the same
     assert np.array_equal(m.predict(x), _walked(m, x))
     # a model read back from its JSON has its leaf paths too
     back = model_from_dict(m.to_dict())

@@ -20,7 +20,7 @@ filerank    hybrid, tuned                               ``+no-filerank``
 graph       hybrid, with ``+graph`` (GRAPH_DEFAULT)      ``+no-graph``
 language    hybrid, when the question names a language  ``+no-language`` (the query step)
 exact       every strategy, when an entity is sure      ``+no-exact`` (the query step)
-learned     hybrid, issues and change requests          ``+handset``
+learned     hybrid, every question (LEARNED_DEFAULT)    ``+handset``
 recency     a retriever given a RecencyConfig           ``+no-recency``
 rerank      a retriever given a Reranker                ``+no-rerank``
 heads       every strategy, when a split symbol shows   ``+no-heads``

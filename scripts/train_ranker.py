@@ -243,6 +243,13 @@ def main(argv: list[str] | None = None) -> int:
         help="train (and test) on the commit questions asked without history "
         "(nohistory-*.jsonl) too",
     )
+    ap.add_argument(
+        "--kinds",
+        help="fit on these kinds of group only (comma-separated: commit, commit-no-history, "
+        "lookup, lookup+history); the figures cover every test group. The model for indexes "
+        "without history: --lookups --no-history --kinds commit-no-history,lookup,lookup+history "
+        "--out src/ragloom/retrieve/models/ranker-nohistory.json",
+    )
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
     params: dict[str, Any] = {}
@@ -262,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no groups under {args.data}: run scripts/mine_ranking_data.py", file=sys.stderr)
         return 2
     groups = load_groups(files)
-    train = [g for g in groups if g["split"] == "train"]
+    kinds = set(args.kinds.split(",")) if args.kinds else None
+    fitted = [g for g in groups if kinds is None or g.get("kind", "commit") in kinds]
+    train = [g for g in fitted if g["split"] == "train"]
     test = [g for g in groups if g["split"] == "test"]
     repos = sorted({g["repo"] for g in groups})
     print(
@@ -294,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         model = models[args.write]
         if args.fit_on == "all":
             # the settings chosen on the test split, fitted again on every group
-            every = rows(groups)
+            every = rows(fitted)
             model = (
                 fit_trees(every, args.rounds, params)
                 if args.write == "trees"
@@ -305,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "level": args.level,
                 "fit_on": args.fit_on,
+                "kinds": sorted(kinds) if kinds else "all",
                 "data": sorted(f.name for f in files),
                 "repositories": len(repos),
                 "test_mrr10": round(results[args.write]["all"][0], 4),

@@ -136,3 +136,18 @@ def test_a_file_level_base_is_corrected_on_each_files_first_candidate() -> None:
     (kept,) = fit_rows(files, [ex])
     assert kept.paths == ("a.py", "b.py", "c.py") and kept.labels.tolist() == [0, 1, 0]
     assert kept.x[:, 1].tolist() == [1.0, 1.0, 1.0] and kept.id == "q"
+
+
+def test_ratings_below_the_minimum_change_nothing_not_even_the_standardisation() -> None:
+    # a tree base: the correction works in the examples' own standardisation
+    stump = ([[0, -1, -1]], [[0.0, 0.0, 0.0]], [[1, -1, -1]], [[2, -1, -1]], [[0.0, -1.0, 1.0]])
+    base = RankerModel.trees("f-test", NAMES, {}, stump, 1)
+    history = _examples(MIN_EXAMPLES + 5)
+    few = [Example(e.x * 5.0 + 3.0, -e.labels, 1.0, e.id) for e in _examples(MIN_FEEDBACK - 1, 7)]
+    alone = fit_adapted(base, history)
+    with_few = fit_adapted(base, history, few)
+    assert alone is not None and with_few is not None
+    assert alone.digest == with_few.digest
+    assert np.array_equal(alone.mean, with_few.mean) and np.array_equal(
+        alone.history, with_few.history
+    )

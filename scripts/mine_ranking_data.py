@@ -23,7 +23,10 @@ import shutil
 import sys
 import time
 import tomllib
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any, TextIO
 
 from ragloom.embed.registry import load_embedder
 from ragloom.eval.mining import (
@@ -39,6 +42,17 @@ from ragloom.eval.swebench import EmbeddingCache
 from ragloom.retrieve.stages.features import FEATURES_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _jsonl_writer(fh: TextIO) -> Callable[[dict[str, Any]], None]:
+    """Write each group as one JSON line (sorted keys) to ``fh``, flushed at once (a killed run
+    keeps what it wrote, for --resume)."""
+
+    def write(group: dict[str, Any]) -> None:
+        fh.write(json.dumps(group, sort_keys=True, ensure_ascii=False) + "\n")
+        fh.flush()
+
+    return write
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     embedder = None
     t_all = time.perf_counter()
+
+    def progress(message: str) -> None:
+        print(f"[{time.perf_counter() - t_all:7.0f}s] {message}", flush=True)
+
     for spec in specs:
         stem = spec.repo.replace("/", "+")
         qs = mine_questions(spec, args.mirror_root, max_questions=spec.questions or args.questions)
@@ -123,20 +141,14 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(args.out / "work" / f"{stem}-{old}", ignore_errors=True)
             if commit is not None:
                 with out.open("a", encoding="utf-8") as fh:
-
-                    def put(g: dict[str, object], fh=fh) -> None:  # type: ignore[no-untyped-def]
-                        fh.write(json.dumps(g, sort_keys=True, ensure_ascii=False) + "\n")
-
                     n = mine_lookups(
                         spec,
                         commit,
                         mirror_root=args.mirror_root,
                         work_dir=args.out / "work",
                         embedder=embedder,
-                        on_group=put,
-                        progress=lambda m: print(
-                            f"[{time.perf_counter() - t_all:7.0f}s] {m}", flush=True
-                        ),
+                        on_group=_jsonl_writer(fh),
+                        progress=progress,
                     )
                 print(f"   {out.name}: {n} look-up groups", flush=True)
         if args.lookups_only:
@@ -160,28 +172,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_history and done:
             print("   --no-history needs every question asked again: not with --resume")
             return 2
-        with groups.open("a", encoding="utf-8") as fh, plain.open("a", encoding="utf-8") as ph:
-
-            def write(g: dict[str, object], fh=fh) -> None:  # type: ignore[no-untyped-def]
-                fh.write(json.dumps(g, sort_keys=True, ensure_ascii=False) + "\n")
-                fh.flush()
-
-            def write_plain(g: dict[str, object], ph=ph) -> None:  # type: ignore[no-untyped-def]
-                ph.write(json.dumps(g, sort_keys=True, ensure_ascii=False) + "\n")
-
+        with ExitStack() as files:
+            fh = files.enter_context(groups.open("a", encoding="utf-8"))
+            ph = files.enter_context(plain.open("w", encoding="utf-8")) if args.no_history else None
             mine_repo(
                 spec,
                 qs,
                 mirror_root=args.mirror_root,
                 work_dir=args.out / "work",
                 embedder=embedder,
-                on_group=write,
+                on_group=_jsonl_writer(fh),
                 done=done,
-                progress=lambda m: print(f"[{time.perf_counter() - t_all:7.0f}s] {m}", flush=True),
-                on_no_history=write_plain if args.no_history else None,
+                progress=progress,
+                on_no_history=_jsonl_writer(ph) if ph is not None else None,
             )
-        if not args.no_history:
-            plain.unlink(missing_ok=True)
     if embedder is not None:
         embedder.close()
     return 0

@@ -4,6 +4,7 @@ explain names the features that moved a hit, and +learned / +handset turn it on 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -224,18 +225,27 @@ def test_slots_move_files_and_leave_their_other_chunks_in_place() -> None:
     assert keep_slots([], []) == []
 
 
+def _laid_out(
+    keep: Callable[[list[int], list[str]], list[int]], files: list[str], rnd: Any
+) -> tuple[list[int], list[int]]:
+    """A random model order of ``files``' candidates and ``keep``'s layout of it, checked to
+    hold every candidate once and the files in the model's order."""
+    order = list(range(len(files)))
+    rnd.shuffle(order)
+    out = keep(order, files)
+    assert sorted(out) == list(range(len(files)))
+    assert list(dict.fromkeys(files[i] for i in out)) == list(
+        dict.fromkeys(files[i] for i in order)
+    )
+    return order, out
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.sampled_from("abcde"), min_size=1, max_size=14), st.randoms())
 def test_slots_keep_the_model_file_order_and_move_no_chunk_up_but_a_files_first(
     files: list[str], rnd: Any
 ) -> None:
-    order = list(range(len(files)))
-    rnd.shuffle(order)
-    out = keep_slots(order, files)
-    assert sorted(out) == list(range(len(files)))
-    assert list(dict.fromkeys(files[i] for i in out)) == list(
-        dict.fromkeys(files[i] for i in order)
-    )
+    order, out = _laid_out(keep_slots, files, rnd)
     firsts = {files.index(f) for f in set(files)}
     rank = {f: k for k, f in enumerate(dict.fromkeys(files[i] for i in order))}
     place = {i: p for p, i in enumerate(out)}
@@ -254,12 +264,6 @@ def test_slots_keep_the_model_file_order_and_move_no_chunk_up_but_a_files_first(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from("abcde"), min_size=1, max_size=12), st.randoms())
 def test_shape_keeps_the_model_file_order_and_every_candidate(files: list[str], rnd: Any) -> None:
-    order = list(range(len(files)))
-    rnd.shuffle(order)
-    out = keep_shape(order, files)
-    assert sorted(out) == list(range(len(files)))
-    assert list(dict.fromkeys(files[i] for i in out)) == list(
-        dict.fromkeys(files[i] for i in order)
-    )
+    _order, out = _laid_out(keep_shape, files, rnd)
     by_file = [i for i in out if files[i] == files[out[0]]]
     assert by_file == sorted(by_file)  # a file's own candidates keep the hand-set order

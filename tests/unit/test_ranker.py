@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragloom.retrieve.ranker import (
+    MAX_MASK_LEAVES,
     RankerModel,
     RankerModelError,
     from_lightgbm_dump,
@@ -135,11 +136,12 @@ def _walked(m: RankerModel, x: np.ndarray) -> np.ndarray:
         st.tuples(*[st.floats(-3, 3, allow_nan=False, width=32)] * 3), min_size=1, max_size=30
     ),
 )
-def test_leaf_paths_give_the_walks_floats(
+def test_leaf_masks_give_the_walks_floats(
     leaves: int, rounds: int, seed: int, rows: list[tuple[float, float, float]]
 ) -> None:
-    """Every leaf's path tested at once (:class:`LeafPaths`) gives bit for bit what walking
-    every tree gives, for trees of any shape, on float32 rows (what the stage passes)."""
+    """Every split tested once and the leaves' bit masks ANDed (:class:`LeafMasks`) give bit
+    for bit what walking every tree gives, for trees of any shape, on float32 rows (what the
+    stage passes), NaN included."""
     lgb = pytest.importorskip("lightgbm")
     rng = np.random.default_rng(seed)
     train = rng.normal(size=(200, 3))
@@ -150,14 +152,34 @@ def test_leaf_paths_give_the_walks_floats(
         params, lgb.Dataset(train, label=y, group=[20] * 10), num_boost_round=rounds
     )
     m = from_lightgbm_dump(booster.dump_model(), features="f1", names=NAMES, meta={})
-    assert m.leaves is not None
+    assert m.masks is not None
     x = np.array(rows, dtype=np.float32)
-    assert np.array_equal(m.leaves.predict(x), _walked(m, x))
-    # ``predict`` takes the paths up to LEAF_PATHS_MAX_DEPTH and walks deeper trees: the same
+    if len(x) > 1:
+        x[-1, int(seed % 3)] = np.nan  # a missing value goes right, as in the walk
+    assert np.array_equal(m.masks.predict(x), _walked(m, x))
     assert np.array_equal(m.predict(x), _walked(m, x))
-    # a model read back from its JSON has its leaf paths too
+    # a model read back from its JSON has its masks too
     back = model_from_dict(m.to_dict())
-    assert back.leaves is not None and np.array_equal(back.predict(x), m.predict(x))
+    assert back.masks is not None and np.array_equal(back.predict(x), m.predict(x))
+
+
+def test_a_tree_too_big_for_the_masks_is_walked() -> None:
+    """A tree of more leaves than :data:`MAX_MASK_LEAVES` has no masks; ``predict`` walks it
+    and gives the walk's floats."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(5)
+    train = rng.normal(size=(2000, 3))
+    y = np.minimum((train[:, 0] * 2 + train[:, 1] + 4).astype(int), 30).clip(0).astype(float)
+    params = {"objective": "lambdarank", "num_leaves": 2 * MAX_MASK_LEAVES, "min_data_in_leaf": 2,
+              "verbose": -1, "seed": 1, "deterministic": True, "num_threads": 1,
+              "label_gain": list(range(32))}  # fmt: skip
+    booster = lgb.train(params, lgb.Dataset(train, label=y, group=[100] * 20), num_boost_round=2)
+    m = from_lightgbm_dump(booster.dump_model(), features="f1", names=NAMES, meta={})
+    assert int((m.feature >= 0).sum(axis=1).max()) + 1 > MAX_MASK_LEAVES
+    assert m.masks is None
+    x = rng.normal(size=(50, 3)).astype(np.float32)
+    assert np.array_equal(m.predict(x), _walked(m, x))
+    assert np.allclose(m.predict(x), booster.predict(x), atol=1e-9)
 
 
 def test_the_shipped_trees_give_the_walks_floats() -> None:

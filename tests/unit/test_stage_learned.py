@@ -23,6 +23,7 @@ from ragloom.retrieve.stages.features import (
     FEATURES_VERSION,
     TapStage,
     candidate_features,
+    file_first_rows,
     tapped,
 )
 from ragloom.retrieve.stages.learned import (
@@ -69,6 +70,18 @@ def test_features_of_each_candidate_and_its_file() -> None:
     assert x[0][COL["role_test"]] == 1 and x[0][COL["note_prior"]] == pytest.approx(0.5)
     assert x[0][COL["dense_score"]] == pytest.approx(0.61) and x[0][COL["dense_gap"]] == 0.0
     assert (x[:, COL["query_issue"]] == 0).all()
+
+
+def test_first_only_gives_each_files_first_row_and_zeros() -> None:
+    """What a model of files scores: each file's first candidate's row as the full matrix has
+    it, the other candidates' rows zeros (so :func:`file_first_rows` leaves them out)."""
+    rowids, full = candidate_features(_state())
+    same, firsts = candidate_features(_state(), first_only=True)
+    assert same == rowids and firsts.shape == full.shape
+    keep = file_first_rows(full)
+    assert keep.tolist() == file_first_rows(firsts).tolist() == [0, 1, 2]
+    assert np.array_equal(firsts[keep], full[keep])
+    assert not firsts[3].any()
 
 
 def test_history_features_per_file() -> None:

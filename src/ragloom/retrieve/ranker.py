@@ -90,8 +90,9 @@ class RankerModel:
     mean: np.ndarray
     scale: np.ndarray
     bias: float
-    leaves: LeafPaths | None = None
-    """Trees: every leaf's path, for :meth:`predict` (built by :meth:`trees`)."""
+    masks: LeafMasks | None = None
+    """Trees: the leaves' bit masks, for :meth:`predict` (built by :meth:`trees`; None for a
+    tree too big for them, which is walked)."""
 
     @classmethod
     def linear(
@@ -129,7 +130,7 @@ class RankerModel:
                    np.asarray(left, dtype=np.int32), np.asarray(right, dtype=np.int32),
                    np.asarray(value, dtype=np.float64), int(depth),
                    np.zeros(n), np.zeros(n), np.ones(n), 0.0)  # fmt: skip
-        return dataclasses.replace(model, leaves=LeafPaths.of(model))
+        return dataclasses.replace(model, masks=LeafMasks.of(model))
 
     @property
     def level(self) -> str:
@@ -154,12 +155,11 @@ class RankerModel:
             )
         if self.kind == "linear":
             return np.asarray(((x - self.mean) / self.scale) @ self.weight + self.bias)
-        if self.depth > LEAF_PATHS_MAX_DEPTH:
-            node = self._walk(x)[-1]
-            base = (np.arange(self.value.shape[0], dtype=np.intp) * self.value.shape[1])[None, :]
-            return np.asarray(self.value.ravel().take(base + node).sum(axis=1))
-        leaves = self.leaves if self.leaves is not None else LeafPaths.of(self)
-        return leaves.predict(x)
+        if self.masks is not None:
+            return self.masks.predict(x)
+        node = self._walk(x)[-1]
+        base = (np.arange(self.value.shape[0], dtype=np.intp) * self.value.shape[1])[None, :]
+        return np.asarray(self.value.ravel().take(base + node).sum(axis=1))
 
     def contributions(self, x: np.ndarray) -> np.ndarray:
         """Each feature's share of each row's score, shape ``(rows, features)``."""
@@ -183,7 +183,7 @@ class RankerModel:
         shape ``(rows, trees)``, the root first and the leaves last. Flat ``take`` look-ups
         (a tree's node ``j`` at ``tree * width + j``, a row's feature ``f`` at
         ``row * columns + f``) rather than two-dimensional fancy indexing (1.3 -> 0.7 ms for 100
-        rows and 300 trees). Scores come from :class:`LeafPaths`; the walk serves
+        rows and 300 trees). Scores come from :class:`LeafMasks`; the walk serves
         :meth:`contributions` (explain), which needs every node a row passed."""
         n, t = x.shape[0], self.feature.shape[0]
         width = self.feature.shape[1]
@@ -234,88 +234,108 @@ class RankerModel:
         return out
 
 
-LEAF_PATHS_MAX_DEPTH = 2
-"""Trees up to this depth are scored by :class:`LeafPaths`; deeper ones by the level-by-level
-walk (:meth:`RankerModel._walk`), whose cost grows with the depth where the leaves' paths grow
-with leaves x depth. On 400 mined groups' file rows (25 a question): 300 trees of 3 leaves
-(depth 2) 0.22 ms by their paths, 0.18 walked; 300 of 7 leaves (depth 6) 0.76 against 0.50;
-600 of 7 leaves 1.49 against 0.99; the same floats every time."""
+MAX_MASK_LEAVES = 64
+"""Trees of up to this many leaves are scored by :class:`LeafMasks` (a leaf per bit of a
+``uint64``); a model with a bigger tree is walked level by level (:meth:`RankerModel._walk`).
+LightGBM's ``num_leaves`` here is 3 to 7."""
 
 
 @dataclass(frozen=True, slots=True)
-class LeafPaths:
-    """A tree ensemble as its leaves' paths: which split each leaf's path passes, which way,
-    and the leaf's value, padded to the same count per tree and the same length per path.
-    :meth:`predict` tests every split once for every row, then finds each tree's one leaf whose
-    path every test agrees with: no level-by-level walk. Each row's score is its leaves' values
+class LeafMasks:
+    """A tree ensemble scored as QuickScorer does (Lucchese et al., SIGIR 2015): each tree's
+    leaves are numbered left to right and every split carries a bit mask of the leaves that
+    stay reachable when a row goes right at it (its left subtree's leaves cleared). A row's
+    leaf in a tree is the lowest bit left after the masks of the splits it goes right at are
+    ANDed together, so every split is tested once for every row and no tree is walked: the
+    cost grows with the splits, not with their depth. Each row's score is its leaves' values
     summed tree by tree, as the walk sums them, so both give the same floats."""
 
     split_feature: np.ndarray
-    """(splits,) the feature each inner node tests."""
+    """(trees * width,) the feature each split tests: tree ``i``'s splits at ``i * width``
+    on, padded with splits that keep every leaf."""
     split_threshold: np.ndarray
-    """(splits,) its threshold: a row goes left when ``x[feature] <= threshold``."""
-    path_split: np.ndarray
-    """(trees, leaves, depth) the split of each step of each leaf's path (0 past its end)."""
-    path_left: np.ndarray
-    """(trees, leaves, depth) whether that step goes left (True past the end)."""
-    path_pad: np.ndarray
-    """(trees, leaves, depth) True past the end of the path (the step always agrees)."""
+    """(trees * width,) its threshold: a row goes left when ``x[feature] <= threshold``."""
+    split_mask: np.ndarray
+    """(trees * width,) the tree's leaves still reachable after going right here, a bit each
+    (the narrowest unsigned type that holds the biggest tree's leaves; every bit for padding)."""
+    width: int
+    """The splits of the biggest tree (at least 1)."""
     leaf_value: np.ndarray
-    """(trees, leaves) each leaf's value (0 for padding, which no row reaches)."""
-    leaf_real: np.ndarray
-    """(trees, leaves) False for padding."""
+    """(trees * leaves,) the value of leaf ``j`` (left to right) of tree ``i`` at
+    ``i * leaves + j`` (0 for padding, which no row reaches)."""
+    n_leaves: int
+    """The leaves of the biggest tree (the stride of :attr:`leaf_value`)."""
 
     @classmethod
-    def of(cls, model: RankerModel) -> LeafPaths:
-        t = model.feature.shape[0]
-        splits: dict[tuple[int, int], int] = {}
-        per_tree: list[list[tuple[list[tuple[int, bool]], float]]] = []
-        for i in range(t):
-            leaves: list[tuple[list[tuple[int, bool]], float]] = []
-            stack: list[tuple[int, list[tuple[int, bool]]]] = [(0, [])]
-            while stack:
-                j, path = stack.pop()
+    def of(cls, model: RankerModel) -> LeafMasks | None:
+        """The masks of ``model``'s trees; None when a tree has more than
+        :data:`MAX_MASK_LEAVES` leaves."""
+        every = (1 << MAX_MASK_LEAVES) - 1
+        per_tree: list[tuple[list[tuple[int, float, int]], list[float]]] = []
+        for i in range(model.feature.shape[0]):
+            splits: list[tuple[int, float, int]] = []
+            leaves: list[float] = []
+
+            def visit(
+                j: int, i: int = i, splits: list[tuple[int, float, int]] = splits,
+                leaves: list[float] = leaves,
+            ) -> tuple[int, int]:  # fmt: skip
+                """Number the leaves under node ``j`` left to right; (first, end) of theirs."""
                 if int(model.feature[i, j]) < 0:
-                    leaves.append((path, float(model.value[i, j])))
-                    continue
-                k = splits.setdefault((i, j), len(splits))
-                stack.append((int(model.right[i, j]), [*path, (k, False)]))
-                stack.append((int(model.left[i, j]), [*path, (k, True)]))
-            per_tree.append(leaves)
-        n_leaves = max((len(v) for v in per_tree), default=1)
-        depth = max((len(p) for v in per_tree for p, _ in v), default=1) or 1
-        path_split = np.zeros((t, n_leaves, depth), dtype=np.intp)
-        path_left = np.ones((t, n_leaves, depth), dtype=bool)
-        path_pad = np.ones((t, n_leaves, depth), dtype=bool)
-        leaf_value = np.zeros((t, n_leaves), dtype=np.float64)
-        leaf_real = np.zeros((t, n_leaves), dtype=bool)
-        for i, leaves in enumerate(per_tree):
-            for li, (path, value) in enumerate(leaves):
-                leaf_value[i, li] = value
-                leaf_real[i, li] = True
-                for d, (k, left) in enumerate(path):
-                    path_split[i, li, d] = k
-                    path_left[i, li, d] = left
-                    path_pad[i, li, d] = False
-        order = sorted(splits, key=splits.__getitem__)
-        feat = np.array([int(model.feature[i, j]) for i, j in order], dtype=np.intp)
-        thr = np.array([float(model.threshold[i, j]) for i, j in order], dtype=np.float64)
-        return cls(feat, thr, path_split, path_left, path_pad, leaf_value, leaf_real)
+                    leaves.append(float(model.value[i, j]))
+                    return len(leaves) - 1, len(leaves)
+                k = len(splits)
+                splits.append((int(model.feature[i, j]), float(model.threshold[i, j]), every))
+                first, mid = visit(int(model.left[i, j]))
+                _, end = visit(int(model.right[i, j]))
+                splits[k] = (*splits[k][:2], every & ~(((1 << (mid - first)) - 1) << first))
+                return first, end
+
+            visit(0)
+            if len(leaves) > MAX_MASK_LEAVES:
+                return None
+            per_tree.append((splits, leaves))
+        t = len(per_tree)
+        width = max((len(sp) for sp, _ in per_tree), default=0) or 1
+        n_leaves = max((len(lv) for _, lv in per_tree), default=1)
+        dtype = next(d for d in (np.uint8, np.uint16, np.uint32, np.uint64)
+                     if np.iinfo(d).bits >= n_leaves)  # fmt: skip
+        top = int(np.iinfo(dtype).max)
+        feature = np.zeros((t, width), dtype=np.intp)
+        threshold = np.full((t, width), np.inf, dtype=np.float64)
+        mask = np.full((t, width), top, dtype=dtype)
+        values = np.zeros((t, n_leaves), dtype=np.float64)
+        for i, (splits, leaves) in enumerate(per_tree):
+            for k, (f, thr, m) in enumerate(splits):
+                feature[i, k], threshold[i, k], mask[i, k] = f, thr, m & top
+            values[i, : len(leaves)] = leaves
+        return cls(feature.ravel(), threshold.ravel(), mask.ravel(), width, values.ravel(),
+                   n_leaves)  # fmt: skip
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """One score per row of ``x``: the same floats as walking every tree."""
-        n, t = x.shape[0], self.leaf_value.shape[0]
+        n, t = x.shape[0], len(self.split_feature) // self.width
         if t == 0:
             return np.zeros(n)
-        if len(self.split_feature):
-            went_left = x[:, self.split_feature] <= self.split_threshold  # (rows, splits)
-            agree = (went_left[:, self.path_split] == self.path_left) | self.path_pad
+        went_left = x[:, self.split_feature] <= self.split_threshold  # (rows, splits)
+        # a split gone left keeps every leaf: its mask with every bit set (0 - 1 wraps)
+        kept = (self.split_mask | (~went_left.astype(self.split_mask.dtype) + 1)).reshape(
+            n, t, self.width
+        )
+        reach = kept[:, :, 0]
+        for k in range(1, self.width):
+            reach = reach & kept[:, :, k]  # (rows, trees)
+        if self.split_mask.dtype.itemsize <= 2:
+            leaf = _LOWEST_BIT.take(reach)
         else:
-            agree = np.ones((n, *self.path_split.shape), dtype=bool)
-        reached = agree.all(axis=3) & self.leaf_real  # (rows, trees, leaves): one True per tree
-        leaf = reached.argmax(axis=2)
-        values = np.take_along_axis(self.leaf_value[None, :, :], leaf[:, :, None], axis=2)
-        return np.asarray(values[:, :, 0].sum(axis=1))
+            lowest = reach & (~reach + 1)
+            leaf = np.log2(lowest.astype(np.float64)).astype(np.intp)  # exact: powers of two
+        at = (np.arange(t, dtype=np.intp) * self.n_leaves)[None, :] + leaf
+        return np.asarray(self.leaf_value.take(at).sum(axis=1))
+
+
+_LOWEST_BIT = np.array([(v & -v).bit_length() - 1 if v else 0 for v in range(1 << 16)], np.intp)
+"""The index of the lowest set bit of every 16-bit value (masks of up to 16 leaves)."""
 
 
 def model_from_dict(

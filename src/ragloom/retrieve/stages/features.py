@@ -145,10 +145,12 @@ def _path_words(path: str) -> tuple[tuple[str, ...], str]:
 
 
 def candidate_features(
-    state: RankState, limit: int = MAX_CANDIDATES
+    state: RankState, limit: int = MAX_CANDIDATES, *, first_only: bool = False
 ) -> tuple[list[int], np.ndarray]:
     """The rowids of the first ``limit`` candidates of ``state.ranked`` and their feature
-    matrix (``float32``, one row each, columns :data:`FEATURE_NAMES`)."""
+    matrix (``float32``, one row each, columns :data:`FEATURE_NAMES`). With ``first_only``
+    only each file's first candidate gets its row (what a model of files scores:
+    :func:`file_first_rows`); the others' rows are zeros, ``file_first_chunk`` 0 included."""
     head = state.ranked[:limit]
     rowids = [r for r, _ in head]
     x = np.zeros((len(head), len(FEATURE_NAMES)), dtype=np.float32)
@@ -198,15 +200,20 @@ def candidate_features(
         path_feats[key] = (path.count("/"), stem in qwords, share)
     hist = _history_features(state, paths, files)
     notes = state.notes
-    rows: list[list[float]] = []
+    rows: list[Sequence[float]] = []
+    skipped = (0.0,) * len(FEATURE_NAMES)
     for i, r in enumerate(rowids):
+        key = keys[i]
+        first = files[key][0] == i
+        if first_only and not first:
+            rows.append(skipped)
+            continue
         bp = bm25_at.get(r)
         dp = dense_at.get(r)
         b = bp[0] if bp is not None else None
         d = dp[0] if dp is not None else None
         ds = dp[1] if dp is not None else None
         meta = info.get(r)
-        key = keys[i]
         rows.append(
             [
                 math.log1p(i + 1),
@@ -222,7 +229,7 @@ def candidate_features(
                 bool(meta[2]) if meta else False,
                 *_notes(notes.get(r) or {}),
                 *aggs[key],
-                files[key][0] == i,
+                first,
                 *path_feats[key],
                 *query,
                 *hist[key],

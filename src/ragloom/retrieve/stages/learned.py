@@ -130,7 +130,7 @@ class LearnedStage(StageBase):
         return issue is not None or (self.questions == "changes" and change_request(text))
 
     def apply(self, state: RankState) -> None:
-        rowids, x = candidate_features(state)
+        rowids, x = candidate_features(state, first_only=self.model.level == "file")
         if len(rowids) < 2:
             return
         info = state.source.chunk_info(rowids)

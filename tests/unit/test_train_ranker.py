@@ -88,3 +88,32 @@ def test_fit_on_all_is_reproducible_and_fits_every_group(
     assert a["meta"]["params"]["min_data_in_leaf"] == 5 and a["meta"]["rounds"] == 20
     model = load_model(outs[0], features=FEATURES_VERSION, names=FEATURE_NAMES)
     assert model.level == "file" and model.kind == "trees"
+
+
+def test_kind_weight_weights_the_groups_of_a_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--kind-weight KIND=W`` weights the groups of one kind in the fit: a weight of 1 gives
+    the unweighted model's bytes, another weight another model (named in its provenance), and a
+    weight that is not a positive number is refused."""
+    pytest.importorskip("lightgbm")
+    tr = _script()
+    data = tmp_path / "ltr"
+    data.mkdir()
+    _groups(data / "groups-acme+web.jsonl")
+    base = ["--data", str(data), "--level", "file", "--write", "trees", "--rounds", "20"]
+    base += ["--min-data", "5"]
+    outs = {}
+    for name, extra in (("plain", []), ("one", ["--kind-weight", "commit=1"]),
+                        ("three", ["--kind-weight", "commit=3"])):  # fmt: skip
+        out = tmp_path / f"{name}.json"
+        assert tr.main([*base, "--out", str(out), *extra]) == 0
+        outs[name] = json.loads(out.read_text(encoding="utf-8"))
+    capsys.readouterr()
+    assert outs["one"]["trees"] == outs["plain"]["trees"]
+    assert outs["three"]["trees"] != outs["plain"]["trees"]
+    assert outs["three"]["meta"]["kind_weight"] == {"commit": 3.0}
+    for bad in ("commit", "commit=x", "commit=0"):
+        with pytest.raises(SystemExit):
+            tr.main([*base, "--out", str(tmp_path / "bad.json"), "--kind-weight", bad])
+    assert "--kind-weight takes KIND=W" in capsys.readouterr().err

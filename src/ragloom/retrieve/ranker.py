@@ -5,8 +5,8 @@ Training (``scripts/train_ranker.py``) uses LightGBM's LambdaRank, an optional d
 (``pip install ragloom[learn]``); what ships is this module's JSON form of the fitted model, so
 ranking needs no LightGBM at run time. Two kinds of model have the one interface:
 
-- ``trees``: a sum of regression trees (LightGBM's dump, flattened into arrays and walked for
-  every candidate and every tree at once, one level per step);
+- ``trees``: a sum of regression trees (LightGBM's dump, flattened into arrays and scored for
+  every candidate and every tree at once by the leaves' bit masks, :class:`LeafMasks`);
 - ``linear``: a weighted sum of standardised features.
 
 Every model names the feature set it was fitted on (:data:`~ragloom.retrieve.stages.features.

@@ -8,7 +8,7 @@ Steps:
 
 1. **Index** (skipped with ``--index PATH``, an indexed root or ``.ragloom`` folder): the c100k
    corpus of ``scripts/build_bench_corpora.py`` (the whole standard library + site-packages
-   mypy, pip, rich, click; about 100k chunks), indexed with ``ragloom index --model hashing:384
+   mypy, pip, rich, anyio; about 100k chunks), indexed with ``ragloom index --model hashing:384
    --no-history`` into ``--work``. The hashing embedder has MiniLM's dimension (384), so the HNSW
    graph and its search cost the same as with the real model, but indexing takes minutes
    instead of 30+. The chunk count comes from ``ragloom status --json``.
@@ -125,7 +125,7 @@ class Def:
 
 PACKAGES = (
     ("site-packages/rich", True),
-    ("site-packages/click", True),
+    ("site-packages/anyio", True),
     ("site-packages/pip/_internal", True),
     ("site-packages/mypy", True),
     ("json", False),
@@ -239,7 +239,7 @@ CONTROL = (
     "parse query string into a dict",
     "JSON encoder for custom objects",
     "render a table with a title in the terminal",
-    "where does click parse command line options",
+    "where does anyio open a TCP connection",
     "how does pip resolve dependency conflicts",
     "mypy checks the type of a call expression",
     "TarFile.extractall",

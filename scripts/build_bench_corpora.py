@@ -9,8 +9,9 @@ Two folders under ``--out``, each then indexed with ``ragloom index`` (embedding
   ``extra/``: more standard-library packages and modules, without test folders.
 * ``c100k`` (about 100k chunks): the whole standard library of the running Python (as
   ``ragloom bench`` copies it, its test suite included) plus
-  ``site-packages/`` copies of packages installed next to ragloom (mypy, pip, rich, click), without
-  test folders.
+  ``site-packages/`` copies of packages installed next to ragloom (mypy, pip, rich, anyio), without
+  test folders and without any copy of a package kept for an outside check (click, flask,
+  requests, httpx: pip vendors requests; click was the fourth package until the eighth session).
 
 Every chunk is real code with a real embedding; nothing is synthetic. The corpus sizes depend a
 little on the Python version and on the installed packages, so ``bench-scale`` reports the exact
@@ -26,9 +27,12 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from ragloom.eval.symbolset import RESERVED_PACKAGES
+
 IGNORE = shutil.ignore_patterns(
-    "__pycache__", "*.pyc", "*.so", "site-packages", "test", "tests", "idle_test", "testing"
-)
+    "__pycache__", "*.pyc", "*.so", "site-packages", "test", "tests", "idle_test", "testing",
+    *sorted(RESERVED_PACKAGES),
+)  # fmt: skip
 STDLIB_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "site-packages")
 
 EXTRA_PACKAGES = (
@@ -40,7 +44,7 @@ EXTRA_MODULES = (
     "base64", "datetime", "smtplib", "zipfile", "tarfile", "typing", "pydoc", "inspect",
     "dataclasses", "functools", "enum", "ssl", "threading",
 )  # fmt: skip
-SITE_PACKAGES = ("mypy", "pip", "rich", "click")
+SITE_PACKAGES = ("mypy", "pip", "rich", "anyio")
 """Installed packages added to the standard library for the 100k corpus (in this order)."""
 
 

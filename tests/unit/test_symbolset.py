@@ -13,6 +13,7 @@ from ragloom.errors import InputError
 from ragloom.eval.dataset import load_dataset
 from ragloom.eval.datasets import stdlib_root
 from ragloom.eval.symbolset import (
+    RESERVED_PACKAGES,
     SETS,
     build_symbol_set,
     is_test_path,
@@ -223,12 +224,18 @@ def test_helpers() -> None:
         parse_entry("json")
     with pytest.raises(InputError):
         parse_entry("stdlib:../etc")
+    for reserved in ("site-packages:click", "site-packages:requests/api.py"):
+        with pytest.raises(InputError, match="outside check"):
+            parse_entry(reserved)
     entries10, min10 = SETS["sym10k"]
     entries50, min50 = SETS["sym50k"]
     assert (min10, min50) == (10_000, 50_000)
     # sym50k is a superset: stdlib:* holds every stdlib entry of sym10k but the Lib/test parts
     assert "stdlib:*" in entries50
     assert {e for e in entries10 if not e.startswith("stdlib:") or "/" in e} <= set(entries50)
+    # no package of a repository kept for an outside check, in either set
+    for entry in (*entries10, *entries50):
+        assert parse_entry(entry).path.split("/")[0] not in RESERVED_PACKAGES
 
 
 def test_missing_entry_and_minimum(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import dataclasses
 import json
 import statistics
 import sys
+import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ragloom.eval.baseline import file_metrics as ranked_file_metrics
-from ragloom.eval.mining import load_groups
+from ragloom.eval.mining import load_groups, load_mining_specs
 from ragloom.retrieve.ranker import RankerModel, from_lightgbm_dump
 from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION, file_first_rows
 
@@ -219,6 +220,23 @@ def _fmt(res: dict[str, tuple[float, float, int]], key: str) -> str:
     return f"{m:.3f} / {r:.3f}"
 
 
+REPOS_TOML = ROOT / "scripts" / "ltr_repos.toml"
+
+
+def leave_out(spec: str, repos_toml: Path = REPOS_TOML) -> set[str]:
+    """The repositories ``--leave-out`` names: comma-separated owner/name, where ``evaluation``
+    stands for the commit evaluation's (the repositories of ``repos_toml`` with a ``before``,
+    whose newer history the commit evaluation asks about)."""
+    out: set[str] = set()
+    for name in (n.strip() for n in spec.split(",")):
+        if name == "evaluation":
+            specs = load_mining_specs(tomllib.loads(repos_toml.read_text(encoding="utf-8")))
+            out.update(m.repo for m in specs if m.before)
+        elif name:
+            out.add(name)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--data", type=Path, default=Path("eval-out/ltr"))
@@ -266,6 +284,14 @@ def main(argv: list[str] | None = None) -> int:
         "--out src/ragloom/retrieve/models/ranker-nohistory.json",
     )
     ap.add_argument(
+        "--leave-out",
+        default="",
+        metavar="REPOS",
+        help="fit on no group of these repositories (comma-separated owner/name; `evaluation`: "
+        "the commit evaluation's, those with a `before` in scripts/ltr_repos.toml); the "
+        "figures still cover their test groups, as repositories the model never saw",
+    )
+    ap.add_argument(
         "--kind-weight",
         action="append",
         default=[],
@@ -301,7 +327,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     groups = load_groups(files)
     kinds = set(args.kinds.split(",")) if args.kinds else None
-    fitted = [g for g in groups if kinds is None or g.get("kind", "commit") in kinds]
+    left_out = leave_out(args.leave_out)
+    unknown = left_out - {g["repo"] for g in groups}
+    if unknown:
+        ap.error(f"--leave-out names repositories with no groups: {', '.join(sorted(unknown))}")
+    fitted = [
+        g
+        for g in groups
+        if (kinds is None or g.get("kind", "commit") in kinds) and g["repo"] not in left_out
+    ]
     train = [g for g in fitted if g["split"] == "train"]
     test = [g for g in groups if g["split"] == "test"]
     repos = sorted({g["repo"] for g in groups})
@@ -349,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                 "level": args.level,
                 "fit_on": args.fit_on,
                 "kinds": sorted(kinds) if kinds else "all",
+                **({"left_out": sorted(left_out)} if left_out else {}),
                 "data": sorted(f.name for f in files),
                 "repositories": len(repos),
                 "test_mrr10": round(results[args.write]["all"][0], 4),

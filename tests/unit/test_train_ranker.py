@@ -117,3 +117,41 @@ def test_kind_weight_weights_the_groups_of_a_kind(
         with pytest.raises(SystemExit):
             tr.main([*base, "--out", str(tmp_path / "bad.json"), "--kind-weight", bad])
     assert "--kind-weight takes KIND=W" in capsys.readouterr().err
+
+
+def test_leave_out_fits_on_no_group_of_those_repositories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--leave-out`` keeps a repository's groups out of the fit (its test groups are still
+    scored, as a repository the model never saw); ``evaluation`` names the repositories of
+    ``ltr_repos.toml`` with a ``before``; a name with no groups is refused."""
+    pytest.importorskip("lightgbm")
+    tr = _script()
+    data = tmp_path / "ltr"
+    data.mkdir()
+    _groups(data / "groups-acme+web.jsonl")
+    other = (data / "groups-acme+web.jsonl").read_text(encoding="utf-8")
+    (data / "groups-acme+api.jsonl").write_text(
+        other.replace("acme/web", "acme/api"), encoding="utf-8"
+    )
+    out = tmp_path / "m.json"
+    argv = ["--data", str(data), "--out", str(out), "--level", "file", "--write", "trees"]
+    argv += ["--fit-on", "all", "--rounds", "5", "--min-data", "5"]
+    assert tr.main([*argv, "--leave-out", "acme/api"]) == 0
+    meta = json.loads(out.read_text(encoding="utf-8"))["meta"]
+    assert meta["left_out"] == ["acme/api"] and meta["train_groups"] == 120
+    assert "acme/api" in capsys.readouterr().out  # its test groups still scored
+    with pytest.raises(SystemExit):
+        tr.main([*argv, "--leave-out", "acme/nope"])
+    assert "no groups: acme/nope" in capsys.readouterr().err
+    toml = tmp_path / "repos.toml"
+    toml.write_text(
+        '[[repo]]\nrepo = "acme/web"\nlanguage = "python"\ngit_dir = "w"\ncommit = "c"\n'
+        'before = "2024-01-01T00:00:00Z"\n\n'
+        '[[repo]]\nrepo = "acme/api"\nlanguage = "python"\ngit_dir = "a"\ncommit = "c"\n',
+        encoding="utf-8",
+    )
+    assert tr.leave_out("evaluation, x/y", toml) == {"acme/web", "x/y"}
+    assert tr.leave_out("") == set()
+    # the shipped recipe's seven: the commit evaluation's repositories
+    assert len(tr.leave_out("evaluation")) == 7

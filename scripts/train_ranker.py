@@ -13,9 +13,12 @@ of every repository for the hand-set order (the candidates as the hand-set stage
 each model, and each model per language. ``--write KIND`` saves that model in the package's
 JSON form (ragloom.retrieve.ranker), with its provenance. ``--level file`` fits on each file's
 first candidate only. ``--fit-on all`` writes the model fitted again on every group (test groups
-included) once the test groups have chosen its settings. The shipped model: ``--level file
---write trees --fit-on all``, as ``make ltr LTR_WRITE=trees`` runs it (docs/ranking.md, "The
-file's history as features, and a model of files" and "150 questions a repository").
+included) once the test groups have chosen its settings. ``--leave-out evaluation`` fits on no
+group of the commit evaluation's seven repositories (it measures repositories the model never
+saw). The shipped model: ``--level file --lookups --leave-out evaluation --write trees --fit-on
+all``, as ``make ltr LTR_WRITE=trees`` runs it (docs/ranking.md, "The file's history as
+features, and a model of files", "150 questions a repository" and "Trees scored by bit masks,
+bigger models measured, the evaluation's repositories left out").
 """
 
 from __future__ import annotations

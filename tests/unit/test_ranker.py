@@ -191,3 +191,56 @@ def test_the_shipped_trees_give_the_walks_floats() -> None:
     rng = np.random.default_rng(3)
     x = (rng.normal(size=(100, len(m.names))) * 2).astype(np.float32)
     assert np.array_equal(m.predict(x), _walked(m, x))
+
+
+def _random_trees(rng: np.random.Generator, n_trees: int, max_leaves: int) -> RankerModel:
+    """Trees of random shapes (1 to ``max_leaves`` leaves: a leaf is split at random until the
+    tree has its leaves), random splits on 3 features and random values, in the flattened
+    ``(feature, threshold, left, right, value)`` form :meth:`RankerModel.trees` takes."""
+    trees = []
+    depth = 0
+    for _ in range(n_trees):
+        feat, thr, left, right = [-1], [0.0], [0], [0]
+        level = [0]
+        leaves = [0]
+        for _ in range(int(rng.integers(0, max_leaves))):
+            j = leaves.pop(int(rng.integers(len(leaves))))
+            feat[j], thr[j] = int(rng.integers(3)), float(np.float32(rng.normal()))
+            for side in (left, right):
+                side[j] = len(feat)
+                leaves.append(len(feat))
+                level.append(level[j] + 1)
+                feat.append(-1)
+                thr.append(0.0)
+                left.append(len(feat) - 1)
+                right.append(len(feat) - 1)
+        depth = max(depth, max(level))
+        trees.append((feat, thr, left, right, [float(v) for v in rng.normal(size=len(feat))]))
+    width = max(len(t[0]) for t in trees)
+
+    def pad(k: int, fill: float) -> list[list[float]]:
+        return [list(t[k]) + [fill] * (width - len(t[k])) for t in trees]
+
+    nodes = [pad(0, -1), pad(1, 0.0), pad(2, 0), pad(3, 0), pad(4, 0.0)]
+    return RankerModel.trees("f1", NAMES, {}, nodes, depth)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 70), st.integers(0, 2**31 - 1))
+def test_leaf_masks_give_the_walks_floats_without_lightgbm(
+    n_trees: int, max_leaves: int, seed: int
+) -> None:
+    """The same check as above on trees of random shapes built here (so it runs in the default
+    test run, where LightGBM is not installed): the masks' scores are the walk's floats, NaN
+    and values on a threshold included, and a tree of more than :data:`MAX_MASK_LEAVES` leaves
+    is walked."""
+    rng = np.random.default_rng(seed)
+    m = _random_trees(rng, n_trees, max_leaves)
+    x = rng.normal(size=(25, 3)).astype(np.float32)
+    x[0, :] = np.nan
+    roots = m.threshold[:3, 0]
+    x[1 : 1 + len(roots), :] = roots[:, None]  # on a root's threshold (float32 exact): left
+    leaves = int((m.feature >= 0).sum(axis=1).max()) + 1  # one leaf more than splits
+    assert (m.masks is None) == (leaves > MAX_MASK_LEAVES)
+    assert np.array_equal(m.predict(x), _walked(m, x))
+    assert np.array_equal(model_from_dict(m.to_dict()).predict(x), _walked(m, x))

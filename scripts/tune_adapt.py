@@ -3,11 +3,14 @@ of the global model it is adapted from (issue 22; docs/ranking.md "Per-repositor
 
     python scripts/tune_adapt.py [--data eval-out/ltr] [--lookups] [--out eval-out/adapt-loo]
 
-The commit evaluation's seven repositories were mined into the shipped model (their older
-history), so adapting to them re-learns what the global model already saw, and their tune split
-is in its training data. Here, for every mined repository R: a global model is fitted (as
-``scripts/train_ranker.py --level file --fit-on all`` fits the shipped one) on every group of the
-other repositories; the adaptation (ragloom.retrieve.adapt / ragloom.learn.adapt) is fitted on R's
+Until the eighth session the commit evaluation's seven repositories were mined into the shipped
+model (their older history), so adapting to them re-learnt what the global model had seen, and
+their tune split was in its training data; the settings were chosen here instead. For every
+mined repository R: a global model is fitted (as ``scripts/train_ranker.py --level file --fit-on
+all`` fits the shipped one) on every group of the other repositories (less those
+``--leave-out`` names: ``evaluation`` fits them as the shipped model is fitted, without the
+commit evaluation's seven); the adaptation (ragloom.retrieve.adapt / ragloom.learn.adapt) is
+fitted on R's
 ``train`` groups (its older questions, newest first, as mining at index time takes them) and
 measured on R's ``test`` groups: file MRR@10 of the global model, of each setting, and of the
 setting the adaptation's own check picks (``choose_setting``, None: the global model).
@@ -64,7 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lookups", action="store_true", help="fit the global models on look-ups too")
     ap.add_argument("--out", type=Path, default=Path("eval-out/adapt-loo"))
     ap.add_argument("--repo", action="append", default=[], help="only this one (repeatable)")
+    ap.add_argument(
+        "--leave-out",
+        default="",
+        metavar="REPOS",
+        help="fit no global model on these repositories either (train_ranker.py --leave-out; "
+        "`evaluation`, as the shipped model since the eighth session)",
+    )
     args = ap.parse_args(argv)
+    left_out = tr.leave_out(args.leave_out)
     files = sorted(args.data.glob("groups-*.jsonl"))
     if args.lookups:
         files += sorted(args.data.glob("lookups-*.jsonl"))
@@ -81,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
     for repo in repos:
-        base = tr.fit_trees([tr.file_rows(g) for g in groups if g["repo"] != repo])
+        base = tr.fit_trees(
+            [tr.file_rows(g) for g in groups if g["repo"] != repo and g["repo"] not in left_out]
+        )
         own = [g for g in groups if g["repo"] == repo and g.get("kind", "commit") == "commit"]
         train = [g for g in own if g["split"] == "train"]
         train.sort(key=lambda g: -questions.get(g["id"], 0))  # newest first

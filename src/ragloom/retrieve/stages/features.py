@@ -179,16 +179,21 @@ def candidate_features(
         math.log1p(len(state.query.split())),
         1.0 if change_request(text) else 0.0,
     )
+    b_rank = [bm25_at[r][0] if r in bm25_at else None for r in rowids]
+    d_rank = [dense_at[r][0] if r in dense_at else None for r in rowids]
     aggs: dict[str, tuple[float, float, float, float, float]] = {}
     for key, members in files.items():
+        first = members[0]  # members ascend: the file's best place is its first
+        if len(members) == 1:  # most files: the same floats without the loops
+            aggs[key] = (_LOG1P[1], _log_rank(first + 1), _log_rank(b_rank[first]),
+                         _log_rank(d_rank[first]), 1.0 / (11 + first))  # fmt: skip
+            continue
         ranks = [i + 1 for i in members]
-        bm = [bm25_at[rowids[i]][0] if rowids[i] in bm25_at else None for i in members]
-        de = [dense_at[rowids[i]][0] if rowids[i] in dense_at else None for i in members]
         aggs[key] = (
             math.log1p(len(members)),
-            math.log1p(min(ranks)),
-            _log_rank(min((v for v in bm if v is not None), default=None)),
-            _log_rank(min((v for v in de if v is not None), default=None)),
+            math.log1p(ranks[0]),
+            _log_rank(min((v for i in members if (v := b_rank[i]) is not None), default=None)),
+            _log_rank(min((v for i in members if (v := d_rank[i]) is not None), default=None)),
             sum(1.0 / (10 + k) for k in ranks),
         )
     # how each file's path meets the question's words (the same for all its chunks)
@@ -210,8 +215,8 @@ def candidate_features(
             continue
         bp = bm25_at.get(r)
         dp = dense_at.get(r)
-        b = bp[0] if bp is not None else None
-        d = dp[0] if dp is not None else None
+        b = b_rank[i]
+        d = d_rank[i]
         ds = dp[1] if dp is not None else None
         meta = info.get(r)
         rows.append(

@@ -209,14 +209,13 @@ def candidate_features(
     skipped = (0.0,) * len(FEATURE_NAMES)
     for i, r in enumerate(rowids):
         key = keys[i]
-        first = files[key][0] == i
-        if first_only and not first:
+        is_first = files[key][0] == i
+        if first_only and not is_first:
             rows.append(skipped)
             continue
         bp = bm25_at.get(r)
         dp = dense_at.get(r)
-        b = b_rank[i]
-        d = d_rank[i]
+        b, d = b_rank[i], d_rank[i]
         ds = dp[1] if dp is not None else None
         meta = info.get(r)
         rows.append(
@@ -234,7 +233,7 @@ def candidate_features(
                 bool(meta[2]) if meta else False,
                 *_notes(notes.get(r) or {}),
                 *aggs[key],
-                first,
+                is_first,
                 *path_feats[key],
                 *query,
                 *hist[key],

@@ -150,9 +150,12 @@ def fit_trees(
     rounds: int = ROUNDS,
     params: dict[str, Any] | None = None,
     kind_weight: Mapping[str, float] | None = None,
+    bag: int = 1,
 ) -> RankerModel:
     """LambdaRank on ``train``: :data:`TREE_PARAMS`, updated by ``params``; each group weighted
-    by its kind's ``kind_weight`` (1 by default)."""
+    by its kind's ``kind_weight`` (1 by default). With ``bag`` > 1, the mean of ``bag`` such
+    fits whose seeds differ (``seed`` + k: other bagging samples and feature subsets), written
+    as one model: every tree of every fit, its leaves divided by ``bag``."""
     import lightgbm as lgb
 
     x, y, sizes, w = _matrix(train, kind_weight)
@@ -165,18 +168,37 @@ def fit_trees(
         free_raw_data=False,
     )
     used = {**TREE_PARAMS, **(params or {})}
-    booster = lgb.train(used, ds, num_boost_round=rounds)
+    dump: dict[str, Any] = {}
+    for k in range(bag):
+        fit = lgb.train({**used, "seed": used["seed"] + k}, ds, num_boost_round=rounds)
+        one = fit.dump_model()
+        if bag > 1:
+            for tree in one["tree_info"]:
+                _scale_leaves(tree["tree_structure"], 1.0 / bag)
+        if not dump:
+            dump = one
+        else:
+            dump["tree_info"].extend(one["tree_info"])
     meta = {
         "trainer": f"lightgbm {lgb.__version__} lambdarank",
         "rounds": rounds,
+        **({"bag": bag} if bag > 1 else {}),
         "params": {k: v for k, v in used.items() if k != "ndcg_eval_at"},
         **({"kind_weight": dict(sorted(kind_weight.items()))} if kind_weight else {}),
         "train_groups": len(sizes),
         "train_rows": len(y),
     }
-    return from_lightgbm_dump(
-        booster.dump_model(), features=FEATURES_VERSION, names=FEATURE_NAMES, meta=meta
-    )
+    return from_lightgbm_dump(dump, features=FEATURES_VERSION, names=FEATURE_NAMES, meta=meta)
+
+
+def _scale_leaves(node: dict[str, Any], factor: float) -> None:
+    """Multiply every leaf value under ``node`` (a tree of ``dump_model()``) by ``factor``."""
+    if "leaf_value" in node:
+        node["leaf_value"] = float(node["leaf_value"]) * factor
+        return
+    node["internal_value"] = float(node.get("internal_value", 0.0)) * factor
+    _scale_leaves(node["left_child"], factor)
+    _scale_leaves(node["right_child"], factor)
 
 
 def fit_linear(
@@ -301,6 +323,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KIND=W",
         help="weight the groups of one kind in the tree model's fit (repeatable; 1 by default)",
     )
+    ap.add_argument(
+        "--bag",
+        type=int,
+        default=1,
+        help="the tree model is the mean of this many fits with other seeds (1: one fit)",
+    )
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
     kind_weight: dict[str, float] = {}
@@ -351,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
 
     fit_on = rows(train)
     models = {
-        "trees": fit_trees(fit_on, args.rounds, params, kind_weight),
+        "trees": fit_trees(fit_on, args.rounds, params, kind_weight, args.bag),
         "linear": fit_linear(fit_on),
     }
     results = {"handset": evaluate(test, None)}
@@ -376,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
             # the settings chosen on the test split, fitted again on every group
             every = rows(fitted)
             model = (
-                fit_trees(every, args.rounds, params, kind_weight)
+                fit_trees(every, args.rounds, params, kind_weight, args.bag)
                 if args.write == "trees"
                 else fit_linear(every)
             )

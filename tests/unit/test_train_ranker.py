@@ -155,3 +155,37 @@ def test_leave_out_fits_on_no_group_of_those_repositories(
     assert tr.leave_out("") == set()
     # the shipped recipe's seven: the commit evaluation's repositories
     assert len(tr.leave_out("evaluation")) == 7
+
+
+def test_bag_is_the_mean_of_fits_with_other_seeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--bag K`` writes one model whose score is the mean of K fits whose seeds are the
+    default's + 0 .. K-1; ``--bag 1`` is the plain fit, byte for byte."""
+    pytest.importorskip("lightgbm")
+    import numpy as np
+
+    tr = _script()
+    data = tmp_path / "ltr"
+    data.mkdir()
+    _groups(data / "groups-acme+web.jsonl")
+    base = ["--data", str(data), "--level", "file", "--write", "trees", "--rounds", "15"]
+    base += ["--min-data", "5"]
+    paths = {}
+    for name, extra in (("plain", []), ("one", ["--bag", "1"]), ("three", ["--bag", "3"])):
+        paths[name] = tmp_path / f"{name}.json"
+        assert tr.main([*base, "--out", str(paths[name]), *extra]) == 0
+    capsys.readouterr()
+    assert paths["one"].read_bytes() == paths["plain"].read_bytes()
+    groups = [json.loads(ln) for ln in (data / "groups-acme+web.jsonl").read_text().splitlines()]
+    rows = [tr.file_rows(g) for g in groups]
+    singles = []
+    for k in range(3):
+        params = {"min_data_in_leaf": 5, "seed": tr.TREE_PARAMS["seed"] + k}
+        singles.append(tr.fit_trees(rows[:60], 15, params))
+    bagged = load_model(paths["three"], features=FEATURES_VERSION, names=FEATURE_NAMES)
+    assert bagged.meta["bag"] == 3
+    x = np.asarray([r for g in rows[60:] for r in g["x"]], dtype=np.float64)
+    mean = sum(m.predict(x) for m in singles) / 3
+    np.testing.assert_allclose(bagged.predict(x), mean, rtol=1e-9, atol=1e-9)
+    assert not np.allclose(singles[0].predict(x), singles[1].predict(x))

@@ -1,7 +1,7 @@
 """The ``history`` ranking step end to end: ``ragloom index`` in a git work tree syncs the
 commit history by default, and a question like an earlier change's message lifts the file that
 change touched; ``+no-history`` ranks as without it, ``--no-history`` does not sync, and a folder
-that is not a repository indexes as before."""
+that is not a repository, or that the repository ignores, indexes without one."""
 
 from __future__ import annotations
 
@@ -84,6 +84,17 @@ def test_no_history_flag_and_plain_folders(tmp_path: Path) -> None:
     (plain / "m.py").write_text("def f():\n    return 1\n", encoding="utf-8")
     out = run_cli("index", str(plain), "--model", "hashing", "--json", check=True)
     assert json.loads(out.stdout)["history_commits"] is None
+    # a folder the repository ignores (build output, fetched data) is not its code: the
+    # repository's history is not synced into its index, nor its git state reported
+    commit(root, {".gitignore": ".ragloom/\nout/\n"}, "Ignore the output folder")
+    data = root / "out" / "corpus"
+    data.mkdir(parents=True)
+    (data / "m.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+    out = run_cli("index", str(data), "--model", "hashing", "--json", check=True)
+    assert json.loads(out.stdout)["history_commits"] is None
+    assert not (data / ".ragloom" / "sources" / "commits.db").exists()
+    status = run_cli("status", "--index-dir", str(data / ".ragloom"), "--json", check=True)
+    assert json.loads(status.stdout)["history"] == {}
 
 
 def test_a_broken_history_never_fails_a_search(tmp_path: Path) -> None:

@@ -329,7 +329,11 @@ def test_feedback_roundtrip(client: httpx.Client) -> None:
 # -- status, metrics, openapi --------------------------------------------------------------------
 
 
-def test_status_metrics_openapi(client: httpx.Client) -> None:
+def test_status_metrics_openapi(client: httpx.Client, base_url: str) -> None:
+    # what the metrics below must show, asked here so the test holds on its own (``-k``)
+    assert client.post("/search", json={"query": "json"}).status_code == 200
+    with httpx.Client(base_url=base_url, timeout=30) as anon:
+        assert anon.get("/status").status_code == 401
     status = client.get("/status")
     assert status.status_code == 200
     st = status.json()

@@ -44,6 +44,38 @@ def test_head_state_branch_detached_subfolder_and_outside(tmp_path: Path) -> Non
     assert g.head_state(empty) == g.GitState("trunk", None, "")
 
 
+def test_a_folder_the_work_tree_ignores_is_not_in_it(tmp_path: Path) -> None:
+    """A folder a ``.gitignore`` rule (or ``info/exclude``) names, or one below it, has no git
+    directory, state or history of the enclosing repository; a tracked sub-folder and the top
+    keep theirs, and a repository of its own inside an ignored folder is its own."""
+    root, _first = _repo(tmp_path / "r")
+    commit(root, {".gitignore": "/out/\n"}, "ignore out")
+    data = root / "out" / "corpus" / "json"
+    data.mkdir(parents=True)
+    (data / "x.py").write_text("X = 1\n")
+    for folder in (root / "out", root / "out" / "corpus", data):
+        assert g.ignored_by_work_tree(folder)
+        assert g.git_dir_of(folder) is None
+        assert g.head_state(folder) is None
+        assert g.git_status(folder, None) is None
+    assert g.git_dir_of(root / "pkg") == g.git_dir_of(root) == (root / ".git").resolve()
+    assert g.head_state(root / "pkg") is not None
+    assert not g.ignored_by_work_tree(root) and not g.ignored_by_work_tree(root / "pkg")
+    scratch = root / "scratch"
+    scratch.mkdir()
+    (scratch / "s.py").write_text("S = 1\n")
+    assert g.git_dir_of(scratch) is not None  # untracked, not ignored: in the work tree
+    (root / ".git" / "info").mkdir(exist_ok=True)
+    (root / ".git" / "info" / "exclude").write_text("/scratch/\n/pkg/\n")
+    assert g.git_dir_of(scratch) is None  # excluded locally: ignored as well
+    assert g.git_dir_of(root / "pkg") is not None  # a tracked folder is never ignored
+    own = root / "out" / "vendored"
+    own.mkdir()
+    git(own, "init", "-q", "-b", "main")
+    assert g.git_dir_of(own) == (own / ".git").resolve()
+    assert not g.ignored_by_work_tree(tmp_path)  # outside any work tree
+
+
 def test_recorded_state_round_trip(tmp_path: Path) -> None:
     root, first = _repo(tmp_path / "r")
     rec = g.state_record(root)

@@ -36,6 +36,7 @@ __all__ = [
     "git_output",
     "git_status",
     "head_state",
+    "ignored_by_work_tree",
     "path_role",
     "read_log",
     "resolve_commit",
@@ -96,9 +97,25 @@ def git_output(git_dir: Path, *args: str) -> bytes:
 
 
 def git_dir_of(root: Path) -> Path | None:
-    """The git directory of the work tree at ``root`` (None when it is not a repository)."""
-    code, out = run_git(["rev-parse", "--absolute-git-dir"], cwd=root)
-    return Path(out.strip()) if code == 0 and out.strip() else None
+    """The git directory of the work tree at ``root``: None when it is not in one, or when
+    that work tree ignores ``root`` (:func:`ignored_by_work_tree`: a build or data folder is
+    not the enclosing repository's code, and its history is not the folder's)."""
+    code, out = run_git(["rev-parse", "--absolute-git-dir", "--show-prefix"], cwd=root)
+    lines = out.split("\n")
+    if code != 0 or not lines[0].strip():
+        return None
+    prefix = lines[1].strip() if len(lines) > 1 else ""
+    if prefix and ignored_by_work_tree(root):
+        return None
+    return Path(lines[0].strip())
+
+
+def ignored_by_work_tree(root: Path) -> bool:
+    """Whether the git work tree ``root`` lies in ignores it (``git check-ignore``: a
+    ``.gitignore`` rule or ``info/exclude`` names the folder or one above it, and it holds no
+    tracked file). False outside a work tree, at its top, and when git cannot tell."""
+    code, _ = run_git(["check-ignore", "-q", "."], cwd=root)
+    return code == 0
 
 
 # --- commits -----------------------------------------------------------------------------------
@@ -333,7 +350,8 @@ class GitState:
 
 def head_state(root: Path) -> GitState | None:
     """The branch and HEAD of the work tree ``root`` is in; None when it is in none (not a
-    repository, a bare one, or no ``git``). Two ``git`` calls, a few milliseconds."""
+    repository, a bare one, no ``git``, or a folder the work tree ignores). Two ``git`` calls
+    (three below the top of the work tree), a few milliseconds."""
     code, out = run_git(
         ["rev-parse", "--is-inside-work-tree", "--show-prefix", "HEAD^{commit}"], root
     )
@@ -341,6 +359,8 @@ def head_state(root: Path) -> GitState | None:
     if not lines or lines[0] != "true":
         return None  # not a work tree (a failing rev-parse prints nothing for its options)
     prefix = lines[1] if len(lines) > 1 else ""
+    if prefix and ignored_by_work_tree(root):
+        return None  # a folder the work tree ignores is not in it (git_dir_of)
     head = lines[2].strip() if code == 0 and len(lines) > 2 else ""
     code, out = run_git(["symbolic-ref", "-q", "--short", "HEAD"], root)
     branch = out.strip() if code == 0 else ""

@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,18 @@ pytest_plugins = ["tests.pg_fixture"]
 test module shares one server per session."""
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_vector_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The vector cache of module- and session-scoped fixtures, which are set up before any
+    test's own (below): an empty one for the run, never the user's. With the user's, a fixture
+    that indexes stdlib code took vectors another tool had embedded in other batches (the
+    packaged int8 model's vectors depend a little on their batch: cosine 0.991-0.998), and two
+    backends indexed by one fixture no longer held the same vectors."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGLOOM_VECTOR_CACHE", str(tmp_path_factory.mktemp("vcache") / "v.sqlite"))
+        yield
 
 
 @pytest.fixture(autouse=True)

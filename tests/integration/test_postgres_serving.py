@@ -57,15 +57,20 @@ QUERIES = [
 def tree(
     tmp_path_factory: pytest.TempPathFactory, pg_server: EmbeddedPostgres
 ) -> Iterator[tuple[Path, str]]:
-    """Two stdlib packages indexed into a folder and into PostgreSQL with the packaged model."""
+    """Two stdlib packages indexed into a folder and into PostgreSQL with the packaged model,
+    through a vector cache of their own: both indexes hold the vectors the folder's indexing
+    computed. (A vector depends a little on the batch it was embedded in, docs/embedding.md;
+    with a cache other modules had filled, the two could hold vectors of different batches.)"""
     root = copy_stdlib_packages(tmp_path_factory.mktemp("pgserve"), ["json", "textwrap"])
-    ragloom.open(root).index()
-    dsn = pg_server.create_database("serving")
-    idx = open_postgres(root, dsn=dsn, repository=REPO_NAME, create=True)
-    try:
-        idx.index()
-    finally:
-        idx.close()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGLOOM_VECTOR_CACHE", str(tmp_path_factory.mktemp("pgserve-vcache") / "v"))
+        ragloom.open(root).index()
+        dsn = pg_server.create_database("serving")
+        idx = open_postgres(root, dsn=dsn, repository=REPO_NAME, create=True)
+        try:
+            idx.index()
+        finally:
+            idx.close()
     yield root, dsn
 
 

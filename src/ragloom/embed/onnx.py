@@ -5,6 +5,13 @@ A model folder holds ``model.onnx`` (a transformer whose output is ``last_hidden
 ``ragloom_model.json`` (model id, dimension, sequence length, pooling, variant and the sha256 of
 ``model.onnx``; written by ``scripts/export_model.py``). Pooling and normalisation run in numpy.
 
+A dynamically quantised model (a variant naming ``int8``, as the shipped one) scales each
+MatMul's activations by the range of its whole input: a text embedded among others would get a
+vector that depends a little on the others (cosine 0.980-0.998, docs/embedding.md). Such a model
+embeds every text alone (:attr:`OnnxEmbedder.alone`), so a vector is a function of its text and
+the model only, whatever was indexed with it; its ``model_id`` says so (``+alone``), and no
+index or vector cache mixes its vectors with the batch-dependent ones of earlier versions.
+
 onnxruntime, tokenizers and numpy are imported on first use, not when this module is imported,
 so the CLI starts fast; the model file is hashed and loaded on the first ``embed_*`` call.
 """
@@ -32,12 +39,16 @@ __all__ = [
     "DEFAULT_MAX_SEQ_LENGTH",
     "META_FILE",
     "MODEL_FILE",
+    "QUANTISED_VARIANT",
     "TOKENIZER_FILE",
     "ModelMeta",
     "OnnxEmbedder",
     "read_model_meta",
     "sha256_file",
 ]
+
+QUANTISED_VARIANT = "int8"
+"""A model whose ``variant`` names this is dynamically quantised: it embeds every text alone."""
 
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
@@ -220,8 +231,8 @@ class OnnxEmbedder:
     is the same either way (both sessions give identical vectors for one text);
     ``max_seq_length`` overrides the folder's token limit (changing it changes ``model_id``,
     because long texts then embed differently). Texts are tokenised together, sorted by token
-    count and run in batches of similar length (little padding); results come back in input
-    order. Thread-safe: one session is shared and onnxruntime sessions may run concurrently.
+    count and run in batches of similar length (little padding), or one by one when the model
+    is dynamically quantised (:attr:`alone`); results come back in input order. Thread-safe: one session is shared and onnxruntime sessions may run concurrently.
     """
 
     def __init__(
@@ -267,7 +278,10 @@ class OnnxEmbedder:
         else:
             base = f"{self.model_dir.resolve().name}@onnx"
         suffix = f"+seq{self.max_seq_length}" if self.max_seq_length != default_len else ""
-        self._model_id = base + suffix
+        self.alone = self.meta is not None and QUANTISED_VARIANT in self.meta.variant
+        """Embed every text alone (a dynamically quantised model: see the module docstring). A
+        folder without ``ragloom_model.json`` is embedded in batches: its variant is unknown."""
+        self._model_id = base + suffix + ("+alone" if self.alone else "")
         if not isinstance(adaptive, bool):
             raise ConfigError(f"adaptive must be True or False, got {adaptive!r}")
         self.adaptive = adaptive
@@ -286,8 +300,9 @@ class OnnxEmbedder:
     # -- identity ------------------------------------------------------------------------------
     @property
     def model_id(self) -> str:
-        """``<model id>@<variant>``, e.g. ``sentence-transformers/all-MiniLM-L6-v2@onnx-int8``
-        (``+seq<N>`` appended when ``max_seq_length`` overrides the folder's value)."""
+        """``<model id>@<variant>``, e.g. ``sentence-transformers/all-MiniLM-L6-v2@onnx-int8+alone``
+        (``+seq<N>`` appended when ``max_seq_length`` overrides the folder's value, ``+alone``
+        when every text is embedded alone)."""
         return self._model_id
 
     @property
@@ -464,7 +479,10 @@ class OnnxEmbedder:
         done = 0
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
-            vecs = self._run_batch([token_ids[i] for i in idx])
+            if self.alone:  # one text a run: no other text (nor padding) in the quantisation
+                vecs = np.vstack([self._run_batch([token_ids[i]]) for i in idx])
+            else:
+                vecs = self._run_batch([token_ids[i] for i in idx])
             if out is None:
                 out = np.empty((n, vecs.shape[1]), dtype=np.float32)
                 if self._dim is None:

@@ -141,6 +141,24 @@ def test_model_change_reembeds_everything(tmp_path: Path) -> None:
         assert idx.status().dim == 32
 
 
+def test_a_search_with_another_model_says_how_to_re_embed(tmp_path: Path) -> None:
+    """An index embedded with another model (an older ragloom's vectors, say) is not searched
+    with mixed vectors: the error names both models and the command that re-embeds it."""
+    from ragloom.errors import IncompatibleIndexError
+
+    root = copy_stdlib_packages(tmp_path / "r", ["textwrap"])
+    with ragloom.open(root, embedder="hashing:64") as idx:
+        idx.index()
+    with (
+        ragloom.open(root, embedder="hashing:32") as idx,
+        pytest.raises(IncompatibleIndexError) as err,
+    ):
+        idx.search("wrap paragraphs")
+    text = str(err.value)
+    assert "ragloom/hashing-v1@64d" in text and "ragloom/hashing-v1@32d" in text
+    assert f"run `ragloom index {root}` to re-embed every chunk" in text
+
+
 def test_search_before_vectors_is_partial(tmp_path: Path) -> None:
     root = copy_stdlib_packages(tmp_path / "r", ["textwrap"])
     proc = run_cli("index", str(root), "--no-embed", "--model", "hashing", "--json")

@@ -70,8 +70,9 @@ def search_embedder(embedder: str | Embedder | None, manifest: Manifest, root: P
     if emb.model_id != manifest.embedding_model or emb.dim != manifest.embedding_dim:
         raise IncompatibleIndexError(
             f"index was embedded with {manifest.embedding_model} ({manifest.embedding_dim}-d) "
-            f"but the query embedder is {emb.model_id} ({emb.dim}-d); re-embed with "
-            f"`ragloom index {root} --model ...` or search with the index's model"
+            f"but the query embedder is {emb.model_id} ({emb.dim}-d); run `ragloom index "
+            f"{root}` to re-embed every chunk with it, or search with the model it was built "
+            f"with"
         )
     return emb
 

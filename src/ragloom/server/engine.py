@@ -139,8 +139,8 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
             raise IncompatibleIndexError(
                 f"index was embedded with {manifest.embedding_model} "
                 f"({manifest.embedding_dim}-d) but the configured query embedder is "
-                f"{base.model_id} ({base.dim}-d); set embedding.model to the index's model "
-                f"or re-index with `ragloom index {root} --model ...`"
+                f"{base.model_id} ({base.dim}-d); run `ragloom index {root}` to re-embed "
+                f"every chunk with it, or set embedding.model to the index's model"
             )
         self._doc_embedder = base
         """The loaded model itself: the watcher embeds documents with it (no second load,

@@ -133,6 +133,8 @@ def test_a_vector_does_not_depend_on_the_texts_embedded_with_it(model: OnnxEmbed
     alone: a text's vector is the same whatever else is indexed with it, and a query's is the
     same as the document's (docs/embedding.md, "A vector depends a little on its batch")."""
     assert model.alone
+    with pytest.raises(AttributeError):
+        model.alone = False  # type: ignore[misc]  # fixed with the model, as its key says
     together = model.embed_documents(CODE)
     for i, text in enumerate(CODE):
         np.testing.assert_array_equal(model.embed_documents([text])[0], together[i])

@@ -232,7 +232,8 @@ class OnnxEmbedder:
     ``max_seq_length`` overrides the folder's token limit (changing it changes ``model_id``,
     because long texts then embed differently). Texts are tokenised together, sorted by token
     count and run in batches of similar length (little padding), or one by one when the model
-    is dynamically quantised (:attr:`alone`); results come back in input order. Thread-safe: one session is shared and onnxruntime sessions may run concurrently.
+    is dynamically quantised (:attr:`alone`); results come back in input order. Thread-safe:
+    one session is shared and onnxruntime sessions may run concurrently.
     """
 
     def __init__(
@@ -278,10 +279,8 @@ class OnnxEmbedder:
         else:
             base = f"{self.model_dir.resolve().name}@onnx"
         suffix = f"+seq{self.max_seq_length}" if self.max_seq_length != default_len else ""
-        self.alone = self.meta is not None and QUANTISED_VARIANT in self.meta.variant
-        """Embed every text alone (a dynamically quantised model: see the module docstring). A
-        folder without ``ragloom_model.json`` is embedded in batches: its variant is unknown."""
-        self._model_id = base + suffix + ("+alone" if self.alone else "")
+        self._alone = self.meta is not None and QUANTISED_VARIANT in self.meta.variant
+        self._model_id = base + suffix + ("+alone" if self._alone else "")
         if not isinstance(adaptive, bool):
             raise ConfigError(f"adaptive must be True or False, got {adaptive!r}")
         self.adaptive = adaptive
@@ -300,10 +299,18 @@ class OnnxEmbedder:
     # -- identity ------------------------------------------------------------------------------
     @property
     def model_id(self) -> str:
-        """``<model id>@<variant>``, e.g. ``sentence-transformers/all-MiniLM-L6-v2@onnx-int8+alone``
-        (``+seq<N>`` appended when ``max_seq_length`` overrides the folder's value, ``+alone``
-        when every text is embedded alone)."""
+        """``<model id>@<variant>``, e.g.
+        ``sentence-transformers/all-MiniLM-L6-v2@onnx-int8+alone`` (``+seq<N>`` appended when
+        ``max_seq_length`` overrides the folder's value, ``+alone`` when every text is embedded
+        alone)."""
         return self._model_id
+
+    @property
+    def alone(self) -> bool:
+        """Every text is embedded alone (a dynamically quantised model: see the module
+        docstring). Fixed with the model, as the embedding key says it. A folder without
+        ``ragloom_model.json`` is embedded in batches: its variant is unknown."""
+        return self._alone
 
     @property
     def dim(self) -> int:
@@ -479,7 +486,7 @@ class OnnxEmbedder:
         done = 0
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
-            if self.alone:  # one text a run: no other text (nor padding) in the quantisation
+            if self._alone:  # one text a run: no other text (nor padding) in the quantisation
                 vecs = np.vstack([self._run_batch([token_ids[i]]) for i in idx])
             else:
                 vecs = self._run_batch([token_ids[i] for i in idx])

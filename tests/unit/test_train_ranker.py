@@ -189,3 +189,31 @@ def test_bag_is_the_mean_of_fits_with_other_seeds(
     mean = sum(m.predict(x) for m in singles) / 3
     np.testing.assert_allclose(bagged.predict(x), mean, rtol=1e-9, atol=1e-9)
     assert not np.allclose(singles[0].predict(x), singles[1].predict(x))
+
+
+def test_seed_names_the_fit_and_the_file_records_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--seed S`` is the plain fit with ``seed`` S: the default seed gives the default
+    fit's bytes, another seed another model, recorded in the file's parameters."""
+    pytest.importorskip("lightgbm")
+    tr = _script()
+    data = tmp_path / "ltr"
+    data.mkdir()
+    _groups(data / "groups-acme+web.jsonl")
+    base = ["--data", str(data), "--level", "file", "--write", "trees", "--rounds", "15"]
+    base += ["--min-data", "5"]
+    runs = {
+        "plain": [],
+        "default": ["--seed", str(tr.SEED)],
+        "other": ["--seed", str(tr.SEED + 101)],
+    }
+    paths = {}
+    for name, extra in runs.items():
+        paths[name] = tmp_path / f"{name}.json"
+        assert tr.main([*base, "--out", str(paths[name]), *extra]) == 0
+    capsys.readouterr()
+    assert paths["default"].read_bytes() == paths["plain"].read_bytes()
+    assert paths["other"].read_bytes() != paths["plain"].read_bytes()
+    other = load_model(paths["other"], features=FEATURES_VERSION, names=FEATURE_NAMES)
+    assert other.meta["params"]["seed"] == tr.SEED + 101

@@ -111,7 +111,8 @@ class IndexStatus:
     """The model the learned stage (``+learned``) ranks with: ``model`` ``global`` (shipped)
     or ``repository`` (``ragloom adapt``), then its ``digest``, ``base_digest``, ``examples``
     (history questions it was fitted on), ``feedback_answers``, ``feedback_used`` and
-    ``newest_commit``."""
+    ``newest_commit``; ``global`` with ``set_aside`` (why) when the repository's model file is
+    there but not used (fitted over another global model: run ``ragloom adapt``)."""
     git: dict[str, object] | None = None
     """The git state (null outside a git work tree): ``branch`` (null when detached) and
     ``head`` of the work tree now, ``indexed_branch`` and ``indexed_head`` (what the last
@@ -583,7 +584,7 @@ class Index:
         manifest = self._manifest()
         store = self._reader_store()
         chunks = store.chunk_count()
-        from ragloom.retrieve.adapt import describe, repository_model
+        from ragloom.retrieve.adapt import describe, repository_model_state
         from ragloom.service.index_state import bm25_state_for_index
 
         bm25_state = bm25_state_for_index(self.index_dir)
@@ -632,7 +633,7 @@ class Index:
             generation=store.generation(),
             bm25=bm25_state,
             history=self._history_status(),
-            ranking_model=describe(repository_model(self.index_dir)),
+            ranking_model=describe(*repository_model_state(self.index_dir)),
             git=git_status(
                 self.root,
                 GitState.from_dict(store.get_meta_json("git_state")),

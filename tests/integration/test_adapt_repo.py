@@ -88,6 +88,8 @@ def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
     status = _run("status", "--index-dir", idx_dir)["ranking_model"]
     assert isinstance(status, dict)
     assert status["model"] == "repository" and status["digest"] == report["digest"]
+    shown = CliRunner().invoke(cli, ["status", "--index-dir", idx_dir])
+    assert f"ranking   repository model {report['digest']}" in shown.output
 
     index = ragloom.Index.at(Path(idx_dir))
     try:
@@ -149,7 +151,11 @@ def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
     data = json.loads(path.read_text())
     data["base_digest"] = "0" * 12
     path.write_text(json.dumps(data))
-    assert _run("status", "--index-dir", idx_dir)["ranking_model"] == {"model": "global"}
+    set_aside = _run("status", "--index-dir", idx_dir)["ranking_model"]
+    assert isinstance(set_aside, dict) and set_aside["model"] == "global"
+    assert "000000000000" in str(set_aside["set_aside"]) and "ragloom adapt" in str(set_aside)
+    shown = CliRunner().invoke(cli, ["status", "--index-dir", idx_dir])
+    assert shown.exit_code == 0 and "repository model is set aside" in shown.output
     index = ragloom.Index.at(Path(idx_dir))
     try:
         ranker = index.retriever.ranker

@@ -171,6 +171,14 @@ def status_cmd(
         last = str(st.history.get("last_commit") or "")[:10]
         use = "" if st.history.get("ranking") else ", unused: no commit touched this folder"
         click.echo(f"history   {st.history.get('commits')} commits (last {last}{use})")
+    rm = st.ranking_model
+    if rm.get("model") == "repository":
+        click.echo(
+            f"ranking   repository model {rm.get('digest')} ({rm.get('examples')} history "
+            f"questions, over global model {rm.get('base_digest')})"
+        )
+    elif rm.get("set_aside"):
+        click.echo(f"ranking   global model; the repository model is set aside: {rm['set_aside']}")
     if st.git is not None:
         click.echo(f"git       {_git_line(st.git)}")
     for info in fresh or []:

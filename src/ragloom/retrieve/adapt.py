@@ -49,6 +49,7 @@ __all__ = [
     "load_adapted",
     "pairwise_mrr",
     "repository_model",
+    "repository_model_state",
     "standardisation",
 ]
 
@@ -330,28 +331,41 @@ def standardisation(
     return _standardisation(base, rows)
 
 
+def repository_model_state(index_dir: Path) -> tuple[AdaptedModel | None, str | None]:
+    """The repository model of the index at ``index_dir`` and, when its file is there but
+    cannot be used (fitted over another global model or feature set, damaged), why it is set
+    aside: ``(None, None)`` when there is none."""
+    from ragloom.retrieve.stages.learned import default_model
+
+    path = index_dir / ADAPTED_MODEL_NAME
+    if not path.is_file():
+        return None, None
+    try:
+        return load_adapted(path, default_model()), None
+    except RankerModelError as exc:
+        return None, str(exc)
+
+
 def repository_model(index_dir: Path) -> AdaptedModel | None:
     """The repository model of the index at ``index_dir`` for the learned stage; None when
     there is none, or (with a warning) when it cannot be used: ranking then uses the global
     model."""
     import logging
 
-    from ragloom.retrieve.stages.learned import default_model
-
-    path = index_dir / ADAPTED_MODEL_NAME
-    if not path.is_file():
-        return None
-    try:
-        return load_adapted(path, default_model())
-    except RankerModelError as exc:
-        logging.getLogger("ragloom").warning("repository ranking model not used: %s", exc)
-        return None
+    model, set_aside = repository_model_state(index_dir)
+    if set_aside is not None:
+        logging.getLogger("ragloom").warning("repository ranking model not used: %s", set_aside)
+    return model
 
 
-def describe(model: AdaptedModel | None) -> dict[str, object]:
-    """``status``'s ``ranking_model``: which model ``+learned`` ranks with."""
+def describe(model: AdaptedModel | None, set_aside: str | None = None) -> dict[str, object]:
+    """``status``'s ``ranking_model``: which model ``+learned`` ranks with; with ``set_aside``
+    (no model in use), why the repository's model file is not used."""
     if model is None:
-        return {"model": "global"}
+        out: dict[str, object] = {"model": "global"}
+        if set_aside is not None:
+            out["set_aside"] = set_aside
+        return out
     meta = model.meta
     return {
         "model": "repository",

@@ -135,8 +135,9 @@ eval-swebench: $(STAMP)
 # LightGBM LambdaRank and a linear model fitted and compared on the held-back half of each
 # repository, with the docstring look-ups of the Python ones (--lookups; each commit question is
 # also mined without history, --no-history, for train_ranker.py --no-history). From nothing about
-# 72 min on 2 cores in two processes (alternate repositories, one --out), about 25 min with the
-# embedding cache; every text is embedded alone, so a mining is byte-reproducible.
+# 72 min on 2 cores in two processes (alternate repositories, one --out), 17 min with the
+# embedding cache of an earlier mining; every text is embedded alone, so two minings agree
+# byte for byte except for about 0.5 % of the groups with history (docs/ranking.md).
 # LTR_WRITE=trees (or linear) also writes the model the package ships: the mean of 5 fits with
 # other seeds (--bag 5), fitted on every repository but the commit evaluation's seven
 # (--leave-out evaluation: repositories it never saw); docs/ranking.md "A model of the vectors

@@ -202,7 +202,7 @@ class BaseItemStore(abc.ABC):
         """BM25 top ``top_k`` items for ``text`` that pass ``flt``, best first."""
         f = flt or SourceFilter()
         want = top_k if f.empty else top_k * _OVERFETCH
-        ranked = self._bm25_ranked(text, want)
+        ranked = self._ranked_through_ties(text, want)
         if not ranked:
             return []
         by_row = {r: s for r, s in ranked}
@@ -233,6 +233,19 @@ class BaseItemStore(abc.ABC):
             )
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits[:top_k]
+
+    def _ranked_through_ties(self, text: str, want: int) -> list[tuple[int, float]]:
+        """The top ``want`` of :meth:`_bm25_ranked` and every item that ties with the last
+        one: which of equal scores the engine returns first depends on its segments' layout."""
+        k = want
+        while True:
+            ranked = self._bm25_ranked(text, k + 1)
+            if len(ranked) <= want:
+                return ranked
+            edge = ranked[want - 1][1]
+            if ranked[-1][1] < edge or len(ranked) <= k:
+                return [r for r in ranked if r[1] >= edge]
+            k *= 2
 
     def newest(self, column: str = "date") -> float | None:
         """The newest item date (None when empty)."""

@@ -65,6 +65,23 @@ def _groups(path: Path, n: int = 120) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _fits(
+    tr: ModuleType, tmp_path: Path, rounds: int, variants: dict[str, list[str]]
+) -> tuple[Path, list[str], dict[str, Path]]:
+    """Mined groups under ``tmp_path / "ltr"`` and one written tree model per variant (its
+    extra arguments): (the data folder, the shared arguments, each variant's model file)."""
+    data = tmp_path / "ltr"
+    data.mkdir()
+    _groups(data / "groups-acme+web.jsonl")
+    base = ["--data", str(data), "--level", "file", "--write", "trees", "--rounds", str(rounds)]
+    base += ["--min-data", "5"]
+    paths = {}
+    for name, extra in variants.items():
+        paths[name] = tmp_path / f"{name}.json"
+        assert tr.main([*base, "--out", str(paths[name]), *extra]) == 0
+    return data, base, paths
+
+
 def test_fit_on_all_is_reproducible_and_fits_every_group(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -98,17 +115,10 @@ def test_kind_weight_weights_the_groups_of_a_kind(
     weight that is not a positive number is refused."""
     pytest.importorskip("lightgbm")
     tr = _script()
-    data = tmp_path / "ltr"
-    data.mkdir()
-    _groups(data / "groups-acme+web.jsonl")
-    base = ["--data", str(data), "--level", "file", "--write", "trees", "--rounds", "20"]
-    base += ["--min-data", "5"]
-    outs = {}
-    for name, extra in (("plain", []), ("one", ["--kind-weight", "commit=1"]),
-                        ("three", ["--kind-weight", "commit=3"])):  # fmt: skip
-        out = tmp_path / f"{name}.json"
-        assert tr.main([*base, "--out", str(out), *extra]) == 0
-        outs[name] = json.loads(out.read_text(encoding="utf-8"))
+    variants = {"plain": [], "one": ["--kind-weight", "commit=1"],
+                "three": ["--kind-weight", "commit=3"]}  # fmt: skip
+    _, base, paths = _fits(tr, tmp_path, 20, variants)
+    outs = {name: json.loads(path.read_text(encoding="utf-8")) for name, path in paths.items()}
     capsys.readouterr()
     assert outs["one"]["trees"] == outs["plain"]["trees"]
     assert outs["three"]["trees"] != outs["plain"]["trees"]
@@ -166,15 +176,8 @@ def test_bag_is_the_mean_of_fits_with_other_seeds(
     import numpy as np
 
     tr = _script()
-    data = tmp_path / "ltr"
-    data.mkdir()
-    _groups(data / "groups-acme+web.jsonl")
-    base = ["--data", str(data), "--level", "file", "--write", "trees", "--rounds", "15"]
-    base += ["--min-data", "5"]
-    paths = {}
-    for name, extra in (("plain", []), ("one", ["--bag", "1"]), ("three", ["--bag", "3"])):
-        paths[name] = tmp_path / f"{name}.json"
-        assert tr.main([*base, "--out", str(paths[name]), *extra]) == 0
+    variants = {"plain": [], "one": ["--bag", "1"], "three": ["--bag", "3"]}
+    data, _, paths = _fits(tr, tmp_path, 15, variants)
     capsys.readouterr()
     assert paths["one"].read_bytes() == paths["plain"].read_bytes()
     groups = [json.loads(ln) for ln in (data / "groups-acme+web.jsonl").read_text().splitlines()]
@@ -198,20 +201,12 @@ def test_seed_names_the_fit_and_the_file_records_it(
     fit's bytes, another seed another model, recorded in the file's parameters."""
     pytest.importorskip("lightgbm")
     tr = _script()
-    data = tmp_path / "ltr"
-    data.mkdir()
-    _groups(data / "groups-acme+web.jsonl")
-    base = ["--data", str(data), "--level", "file", "--write", "trees", "--rounds", "15"]
-    base += ["--min-data", "5"]
-    runs = {
+    variants = {
         "plain": [],
         "default": ["--seed", str(tr.SEED)],
         "other": ["--seed", str(tr.SEED + 101)],
     }
-    paths = {}
-    for name, extra in runs.items():
-        paths[name] = tmp_path / f"{name}.json"
-        assert tr.main([*base, "--out", str(paths[name]), *extra]) == 0
+    _, _, paths = _fits(tr, tmp_path, 15, variants)
     capsys.readouterr()
     assert paths["default"].read_bytes() == paths["plain"].read_bytes()
     assert paths["other"].read_bytes() != paths["plain"].read_bytes()

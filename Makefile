@@ -137,8 +137,9 @@ eval-swebench: $(STAMP)
 # also mined without history, --no-history, for train_ranker.py --no-history). From nothing about
 # 72 min on 2 cores in two processes (alternate repositories, one --out), 17 min with the
 # embedding cache of an earlier mining. Every text is embedded alone and ties in the history's
-# search are cut by id, so two minings of rich agree byte for byte; the shipped model was fitted
-# before that fix (docs/ranking.md, "A model of the vectors serving uses").
+# search are cut by id, so two minings agree byte for byte (and so do the models fitted on
+# them); the shipped model was fitted before that fix (docs/ranking.md, "A model of the vectors
+# serving uses").
 # LTR_WRITE=trees (or linear) also writes the model the package ships: the mean of 5 fits with
 # other seeds (--bag 5), fitted on every repository but the commit evaluation's seven
 # (--leave-out evaluation: repositories it never saw); docs/ranking.md "A model of the vectors

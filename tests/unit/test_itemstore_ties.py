@@ -48,5 +48,6 @@ def test_ties_at_the_cut_do_not_depend_on_the_engine_order(tmp_path: Path, seed:
         assert got == want
         # the answer: the tied items of the window, by id, all dated within the filter
         assert want == [f"c{i:03d}" for i in range(5)]
+        assert store.search("update readme", 0, flt) == []
     finally:
         store.close()

@@ -237,6 +237,8 @@ class BaseItemStore(abc.ABC):
     def _ranked_through_ties(self, text: str, want: int) -> list[tuple[int, float]]:
         """The top ``want`` of :meth:`_bm25_ranked` and every item that ties with the last
         one: which of equal scores the engine returns first depends on its segments' layout."""
+        if want <= 0:
+            return []
         k = want
         while True:
             ranked = self._bm25_ranked(text, k + 1)

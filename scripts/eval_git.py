@@ -47,6 +47,7 @@ from ragloom.eval.gitrun import (
     question_times,
     split_starts,
 )
+from ragloom.eval.stats import paired_bootstrap
 
 HERE = Path(__file__).resolve().parent
 STRATEGIES = ("sparse", "dense", "hybrid", "hybrid+seed", "hybrid+raw")
@@ -261,6 +262,64 @@ def error_analysis(
     }
 
 
+PAIRED_REFERENCE = ("hybrid+handset", BASELINE)
+"""What the other methods are compared with, question by question: the first of these run."""
+PAIRED_METRICS = ("MRR@10", "R@10")
+
+
+def paired(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """split -> {"reference": method, method -> metric -> :class:`PairedDifference` as a dict}:
+    every method against the reference (:data:`PAIRED_REFERENCE`) on the questions both
+    answered, with a 95 % paired bootstrap interval over the questions (all repositories)."""
+    ref = next((m for m in PAIRED_REFERENCE if m in methods), None)
+    out: dict[str, dict[str, Any]] = {}
+    if ref is None:
+        return out
+    for split in SPLITS:
+        by: dict[str, dict[str, Mapping[str, float]]] = {}
+        for r in rows:
+            if r["split"] == split:
+                by.setdefault(r["method"], {})[f"{r['repo']}/{r['id']}"] = r["metrics"]
+        if ref not in by:
+            continue
+        part: dict[str, Any] = {"reference": ref}
+        for m in methods:
+            if m == ref or m not in by:
+                continue
+            ids = sorted(set(by[m]) & set(by[ref]))
+            part[m] = {
+                k: paired_bootstrap(
+                    [by[m][i][k] for i in ids], [by[ref][i][k] for i in ids]
+                ).as_dict()
+                for k in PAIRED_METRICS
+            }
+        out[split] = part
+    return out
+
+
+def paired_lines(result: Mapping[str, Mapping[str, Any]]) -> str:
+    """The paired differences as Markdown, one table per split."""
+    lines: list[str] = []
+    for split, part in result.items():
+        ref = part["reference"]
+        lines.append(f"### {split} split: against {ref}, question by question (95 % bootstrap)\n")
+        lines.append("| method | n | " + " | ".join(f"{k} diff [95 % CI]" for k in PAIRED_METRICS)
+                     + " | better / worse (MRR@10) |")  # fmt: skip
+        lines.append("|---|---:|" + "---:|" * (len(PAIRED_METRICS) + 1))
+        for m, per in part.items():
+            if m == "reference":
+                continue
+            cells = [
+                f"{per[k]['mean']:+.4f} [{per[k]['low']:+.4f}, {per[k]['high']:+.4f}]"
+                for k in PAIRED_METRICS
+            ]
+            mrr = per["MRR@10"]
+            lines.append(f"| {m} | {mrr['n']} | " + " | ".join(cells)
+                         + f" | {mrr['better']} / {mrr['worse']} |")  # fmt: skip
+        lines.append("")
+    return "\n".join(lines)
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3f}"
 
@@ -379,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
                 fh.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
         print(f"{spec.name}: {len(rows)} rows in {seconds['total']:.1f} s", file=sys.stderr)
     agg = aggregate(all_rows, methods, repos)
-    text = tables(agg, methods, repos)
+    pairs = paired(all_rows, methods)
+    text = tables(agg, methods, repos) + "\n" + paired_lines(pairs)
     print(text)
     errors = {
         m: error_analysis(all_rows, m, "tune")
@@ -398,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": timing,
         "total_seconds": round(time.perf_counter() - started, 1),
         "results": agg,
+        "paired": pairs,
         "error_analysis_tune": errors,
     }
     suffix = "-source" if args.source_only else ""

@@ -15,10 +15,12 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+from ragloom.eval.stats import paired_bootstrap
 from ragloom.eval.swebench import (
     BUDGETS,
     EmbeddingCache,
@@ -224,6 +226,44 @@ def _table(summary: dict[str, dict[str, float]], protocol: str, methods: Sequenc
     return "\n".join(lines)
 
 
+PAIRED = (("hybrid", "hybrid+handset"), ("hybrid+no-history", "hybrid+handset+no-history"))
+"""(method, reference) pairs compared question by question when a run has both."""
+PAIRED_METRICS = ("file_acc@1", "file_mrr@10")
+
+
+def _paired_table(rows: Sequence[Mapping[str, Any]], protocol: str) -> str:
+    """Each pair of :data:`PAIRED` present in ``rows``: the difference of the method and its
+    reference on the questions both answered, with a 95 % paired bootstrap interval."""
+    by: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for r in rows:
+        if r["protocol"] == protocol:
+            by.setdefault(str(r["method"]), {})[str(r["id"])] = r["metrics"]
+    lines: list[str] = []
+    for method, ref in PAIRED:
+        if method not in by or ref not in by:
+            continue
+        ids = sorted(set(by[method]) & set(by[ref]))
+        cells = []
+        for k in PAIRED_METRICS:
+            d = paired_bootstrap(
+                [float(by[method][i].get(k) or 0.0) for i in ids],
+                [float(by[ref][i].get(k) or 0.0) for i in ids],
+            )
+            cells.append(f"{100 * d.mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]")
+        lines.append(f"| {method} - {ref} | {len(ids)} | " + " | ".join(cells) + " |")
+    if not lines:
+        return ""
+    head = "| method - reference | n | " + " | ".join(f"{k} diff [95 % CI]" for k in PAIRED_METRICS)
+    return "\n".join(
+        [
+            "\nQuestion by question (95 % paired bootstrap over the questions):\n",
+            head + " |",
+            "|---|---:|" + "---:|" * len(PAIRED_METRICS),
+            *lines,
+        ]
+    )
+
+
 DEFAULT_CANDIDATE = "cand:h=lookup,p=1,s=1"
 """The candidate chosen on the tune half: ``ISSUE_WEIGHTS``, the default ``hybrid``."""
 LABELS = {
@@ -265,6 +305,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         parts.append(
             _table(summarize(r for r in rows if r["protocol"] == protocol), protocol, methods)
         )
+        paired = _paired_table(rows, protocol)
+        if paired:
+            parts.append(paired)
         for repo in repos:
             mine = [r for r in rows if r["protocol"] == protocol and r["repo"] == repo]
             parts.append(f"\n#### {repo} ({protocol})\n")

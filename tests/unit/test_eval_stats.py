@@ -1,0 +1,119 @@
+"""The paired bootstrap of two rankings' per-question scores, and the git evaluation's table of
+every method against the hand-set order."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragloom.eval.stats import paired_bootstrap
+
+ROOT = Path(__file__).resolve().parents[2]
+scores = st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=60)
+
+
+@settings(max_examples=60, deadline=None)
+@given(scores, st.data())
+def test_the_interval_holds_the_mean_and_is_seeded(a: list[float], data: st.DataObject) -> None:
+    b = data.draw(st.lists(st.floats(0, 1, allow_nan=False), min_size=len(a), max_size=len(a)))
+    d = paired_bootstrap(a, b, rounds=300)
+    assert d.low <= d.mean <= d.high
+    assert d.mean == pytest.approx(sum(x - y for x, y in zip(a, b, strict=True)) / len(a))
+    assert d.better + d.worse <= d.n == len(a)
+    assert paired_bootstrap(a, b, rounds=300) == d  # same seed, same interval
+    # swapping the two sides mirrors everything
+    m = paired_bootstrap(b, a, rounds=300)
+    assert m.mean == pytest.approx(-d.mean) and (m.better, m.worse) == (d.worse, d.better)
+
+
+def test_no_difference_no_width_and_a_clear_one_excludes_zero() -> None:
+    same = paired_bootstrap([0.5, 1.0, 0.2], [0.5, 1.0, 0.2])
+    assert (same.mean, same.low, same.high, same.better, same.worse) == (0.0, 0.0, 0.0, 0, 0)
+    # 200 questions, the first method better on 150 by 0.5, equal on the rest
+    a = [1.0] * 150 + [0.3] * 50
+    b = [0.5] * 150 + [0.3] * 50
+    d = paired_bootstrap(a, b)
+    assert d.mean == pytest.approx(0.375) and 0.3 < d.low < d.mean < d.high < 0.45
+    # one question better, 199 equal: the interval reaches zero
+    lone = paired_bootstrap([1.0] + [0.0] * 199, [0.0] * 200)
+    assert lone.low == 0.0 and lone.high > 0
+
+
+def test_a_wider_level_gives_a_wider_interval_and_bad_input_is_refused() -> None:
+    a = [float(i % 3) / 2 for i in range(90)]
+    b = [float(i % 5) / 4 for i in range(90)]
+    narrow, wide = paired_bootstrap(a, b, level=0.5), paired_bootstrap(a, b, level=0.99)
+    assert wide.low <= narrow.low and wide.high >= narrow.high
+    assert paired_bootstrap([], []).n == 0
+    with pytest.raises(ValueError, match="same questions"):
+        paired_bootstrap([1.0], [1.0, 0.0])
+    with pytest.raises(ValueError, match="level"):
+        paired_bootstrap([1.0], [0.0], level=1.0)
+    with pytest.raises(ValueError, match="rounds"):
+        paired_bootstrap([1.0], [0.0], rounds=0)
+
+
+def _eval_git() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("eval_git", ROOT / "scripts" / "eval_git.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["eval_git"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_git_evaluation_compares_every_method_with_the_hand_set_order() -> None:
+    eg = _eval_git()
+
+    def row(repo: str, qid: str, method: str, mrr: float, split: str = "test") -> dict[str, object]:
+        return {"repo": repo, "id": qid, "split": split, "method": method,
+                "metrics": {"MRR@10": mrr, "R@10": 1.0 if mrr else 0.0}}  # fmt: skip
+
+    rows = [
+        row("a", "q1", "hybrid", 1.0), row("a", "q1", "hybrid+handset", 0.5),
+        row("b", "q1", "hybrid", 0.5), row("b", "q1", "hybrid+handset", 0.5),
+        row("b", "q2", "hybrid", 0.0), row("b", "q2", "hybrid+handset", 1.0),
+        row("b", "q3", "hybrid", 1.0),  # the hand-set order has no answer: left out
+        row("a", "q1", "bm25", 0.1), row("a", "q1", "hybrid", 1.0, "tune"),
+    ]  # fmt: skip
+    out = eg.paired(rows, ["bm25", "hybrid", "hybrid+handset"])
+    assert set(out) == {"test"}  # the tune split has no hand-set order to compare with
+    test = out["test"]
+    assert test["reference"] == "hybrid+handset" and set(test) == {"reference", "bm25", "hybrid"}
+    hyb = test["hybrid"]["MRR@10"]
+    assert hyb["n"] == 3 and (hyb["better"], hyb["worse"]) == (1, 1)
+    assert hyb["mean"] == pytest.approx((0.5 + 0.0 - 1.0) / 3, abs=1e-6)  # rounded to 6
+    assert test["bm25"]["MRR@10"]["n"] == 1
+    text = eg.paired_lines(out)
+    assert "against hybrid+handset" in text and "| hybrid | 3 | -0.1667 [" in text
+    # without the hand-set order the baseline is the reference; with neither, nothing
+    assert eg.paired(rows, ["bm25", "hybrid"])["test"]["reference"] == "bm25"
+    assert eg.paired(rows, ["hybrid"]) == {}
+
+
+def test_the_swebench_report_pairs_each_default_with_its_hand_set_order() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "eval_swebench", ROOT / "scripts" / "eval_swebench.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["eval_swebench"] = mod
+    spec.loader.exec_module(mod)
+
+    def row(qid: str, method: str, acc1: float, protocol: str = "papers") -> dict[str, object]:
+        return {"id": qid, "method": method, "protocol": protocol,
+                "metrics": {"file_acc@1": acc1, "file_mrr@10": acc1, "fn_acc@5": None}}  # fmt: skip
+
+    rows = [row(f"q{i}", "hybrid", 1.0) for i in range(4)]
+    rows += [row(f"q{i}", "hybrid+handset", 1.0 if i < 2 else 0.0) for i in range(4)]
+    rows += [row("q0", "hybrid", 0.0, "product")]
+    text = mod._paired_table(rows, "papers")
+    assert "| hybrid - hybrid+handset | 4 | +50.0 [" in text
+    assert "no-history" not in text  # that pair was not run
+    assert mod._paired_table(rows, "product") == ""  # no reference on that protocol

@@ -101,6 +101,26 @@ def test_run_eval_scores_each_strategy() -> None:
     assert set(rep.summaries["sparse"].latency_ms) == {"p50", "p95", "mean", "max"}
 
 
+def test_every_strategy_against_a_reference_question_by_question() -> None:
+    """The first available strategy is the reference (the hand-set order when it was run);
+    the differences cover the queries both answered without an error."""
+    rep = run_eval(FakeIndex(True), QUERIES, ["nope", "sparse", "dense"], top_k=10)
+    assert rep.paired["reference"] == "sparse" and set(rep.paired["metrics"]) == {"dense"}
+    mrr = rep.paired["metrics"]["dense"]["mrr@10"]
+    # q1: dense 1 against sparse 0.5; q2: 1 against 1; q3 failed in both: left out
+    assert mrr["n"] == 2 and mrr["mean"] == pytest.approx(0.25)
+    assert (mrr["better"], mrr["worse"]) == (1, 0) and mrr["low"] <= 0.25 <= mrr["high"]
+    assert rep.paired["metrics"]["dense"]["sym_mrr@10"]["n"] == 1  # only q1 has symbols
+    assert rep.to_dict()["paired"] == rep.paired
+    md = render_markdown(rep)
+    assert "Against `sparse`, question by question" in md
+    assert "| dense | +0.2500 [" in md
+    handset = run_eval(FakeIndex(True), QUERIES, ["sparse", "hybrid+handset"], top_k=10)
+    assert handset.paired["reference"] == "hybrid+handset"
+    alone = run_eval(FakeIndex(True), QUERIES, ["sparse", "nope"], top_k=10)
+    assert alone.paired == {} and "question by question" not in render_markdown(alone)
+
+
 def test_missing_assembly_is_reported_not_fatal() -> None:
     rep = run_eval(FakeIndex(False), QUERIES[:2], ["sparse"], top_k=20)
     assert rep.assembly_available is False

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ragloom.eval.runner import MRR_K, NDCG_K, RECALL_KS, EvalReport
+from ragloom.eval.runner import MRR_K, NDCG_K, PAIRED_METRICS, RECALL_KS, EvalReport
 
-__all__ = ["ReportFiles", "render_markdown", "summary_table", "write_report"]
+__all__ = ["ReportFiles", "paired_lines", "render_markdown", "summary_table", "write_report"]
 
 CHART_METRICS: tuple[str, ...] = ("recall@10", f"mrr@{MRR_K}", f"ndcg@{NDCG_K}", f"sym_mrr@{MRR_K}")
 """Metrics of the per-strategy bar chart: the issue's headline quality figures."""
@@ -99,9 +99,31 @@ def render_markdown(
         "an earlier hit; coverage@B: share of gold files in the context assembled at B tokens; "
         "latency: wall-clock per search, after one warm-up query.",
     ]
+    lines += paired_lines(report)
     if report.notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in report.notes]
     return "\n".join(lines) + "\n"
+
+
+def paired_lines(report: EvalReport) -> list[str]:
+    """Markdown lines of every strategy against the reference, question by question: the
+    mean difference and its 95 % paired bootstrap interval per metric (none without a
+    comparison)."""
+    paired = report.paired
+    per: dict[str, dict[str, dict[str, float]]] = paired.get("metrics", {}) if paired else {}
+    keys = [k for k in PAIRED_METRICS if any(k in v for v in per.values())]
+    if not per or not keys:
+        return []
+    ref = paired["reference"]
+    lines = ["", f"Against `{ref}`, question by question (mean difference [95 % CI]):", ""]
+    lines += ["| strategy | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    for name, diffs in per.items():
+        cells = [
+            f"{d['mean']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}]" if (d := diffs.get(k)) else "-"
+            for k in keys
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _charts(report: EvalReport, out: Path) -> list[Path]:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from ragloom.errors import ConfigError, RagError
 from ragloom.eval import metrics as m
 from ragloom.eval.dataset import EvalQuery
+from ragloom.eval.stats import paired_bootstrap
 
 __all__ = [
     "ASSEMBLY_BUDGETS",
@@ -147,6 +148,8 @@ class EvalReport:
     assembly_available: bool | None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    paired: dict[str, Any] = field(default_factory=dict)
+    """Every strategy against a reference, question by question (:func:`paired_differences`)."""
 
     def metric_names(self) -> list[str]:
         """Metric keys in display order (only those some strategy measured)."""
@@ -166,6 +169,7 @@ class EvalReport:
             "summaries": {k: v.to_dict() for k, v in self.summaries.items()},
             "notes": self.notes,
             "seconds": round(self.seconds, 3),
+            "paired": self.paired,
         }
 
 
@@ -235,6 +239,49 @@ def _summarize(summary: StrategySummary, rows: Sequence[QueryResult]) -> None:
         }
 
 
+PAIRED_REFERENCE = "hybrid+handset"
+"""The strategy the others are compared with, question by question, when it was run (the
+first available strategy otherwise)."""
+PAIRED_METRICS = ("mrr@10", "recall@10", "sym_mrr@10", "sym_recall@10")
+
+
+def paired_differences(
+    results: Sequence[QueryResult], strategies: Sequence[str], available: Sequence[str]
+) -> dict[str, Any]:
+    """``{"reference": name, "metrics": {strategy: {metric: difference}}}``: each available
+    strategy's per-query difference from the reference's on :data:`PAIRED_METRICS`, over the
+    queries both measured, with a 95 % paired bootstrap interval
+    (:func:`ragloom.eval.stats.paired_bootstrap`). Empty with fewer than two strategies."""
+    usable = [s for s in strategies if s in available]
+    if len(usable) < 2:
+        return {}
+    ref = PAIRED_REFERENCE if PAIRED_REFERENCE in usable else usable[0]
+    by: dict[str, dict[str, dict[str, float | None]]] = {}
+    for r in results:
+        if r.error is None:
+            by.setdefault(r.strategy, {})[r.id] = r.metrics
+    base = by.get(ref, {})
+    out: dict[str, dict[str, dict[str, float | int]]] = {}
+    for name in usable:
+        if name == ref:
+            continue
+        mine = by.get(name, {})
+        per: dict[str, dict[str, float | int]] = {}
+        for key in PAIRED_METRICS:
+            pairs = [
+                (a, b)
+                for qid, got in mine.items()
+                if qid in base
+                and (a := got.get(key)) is not None
+                and (b := base[qid].get(key)) is not None
+            ]
+            if pairs:
+                d = paired_bootstrap([a for a, _ in pairs], [b for _, b in pairs])
+                per[key] = d.as_dict()
+        out[name] = per
+    return {"reference": ref, "metrics": out}
+
+
 def run_eval(
     index: SearchIndex,
     dataset: Sequence[EvalQuery],
@@ -284,6 +331,9 @@ def run_eval(
         summary.errors = sum(1 for r in rows if r.error is not None)
         _summarize(summary, rows)
         report.results.extend(rows)
+    report.paired = paired_differences(
+        report.results, names, [n for n, s in report.summaries.items() if s.available]
+    )
     report.seconds = time.perf_counter() - started
     return report
 

@@ -44,6 +44,7 @@ from ragloom.eval.gitrun import (
     ragloom_runs,
     split_starts,
 )
+from ragloom.eval.stats import paired_bootstrap
 from ragloom.learn.adapt import choose_setting, feedback_examples, fit_adapted, history_examples
 from ragloom.retrieve.adapt import HISTORY_L2, HISTORY_MAX_NORM, AdaptedModel, Example
 from ragloom.retrieve.stages.learned import default_model
@@ -65,12 +66,40 @@ def _split_of(path: Path) -> dict[str, str]:
 
 
 def _means(
-    idx: Index, searched: Any, dataset: Sequence[EvalQuery], ranker: Any, strategy: str
+    idx: Index,
+    searched: Any,
+    dataset: Sequence[EvalQuery],
+    ranker: Any,
+    strategy: str,
+    per_question: dict[str, float] | None = None,
 ) -> dict[str, float]:
+    """Mean file metrics of ``dataset`` ranked with ``ranker``; each question's MRR@10 goes to
+    ``per_question`` (by id) when given, for the paired comparisons."""
     idx.retriever.ranker = ranker
     run = ragloom_runs(searched, dataset, [strategy])
     gold = {q.id: q.gold_files for q in dataset}
-    return mean_metrics([file_metrics(r.files, gold[r.id]) for r in run.runs])
+    metrics = [(r.id, file_metrics(r.files, gold[r.id])) for r in run.runs]
+    if per_question is not None:
+        per_question.update((qid, m["MRR@10"]) for qid, m in metrics)
+    return mean_metrics([m for _, m in metrics])
+
+
+PAIRED = (("auto", "global"), ("feedback", "auto"), ("feedback", "global"),
+          ("feedback+adversarial10", "feedback"))  # fmt: skip
+"""(arm, reference) pairs whose per-question MRR@10 difference is reported with a 95 % paired
+bootstrap interval (``paired`` per split, and over every repository's test questions)."""
+
+
+def _paired(
+    scores: dict[str, dict[str, float]], prefix: str = ""
+) -> dict[str, dict[str, float | int]]:
+    out: dict[str, dict[str, float | int]] = {}
+    for arm, ref in PAIRED:
+        if arm in scores and ref in scores:
+            ids = sorted(set(scores[arm]) & set(scores[ref]))
+            d = paired_bootstrap([scores[arm][i] for i in ids], [scores[ref][i] for i in ids])
+            out[f"{prefix}{arm} - {ref}"] = d.as_dict()
+    return out
 
 
 def _simulated_feedback(
@@ -130,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = load_repo_specs(tomllib.loads(args.repos.read_text()))
     base = default_model()
     results: dict[str, Any] = {"grid": GRID, "default": [HISTORY_L2, HISTORY_MAX_NORM], "repos": {}}
+    pooled: dict[str, dict[str, float]] = {}
+    """Every repository's test questions, per arm (ids prefixed by the repository)."""
     for spec in specs:
         if args.repo and spec.name not in args.repo:
             continue
@@ -160,8 +191,13 @@ def main(argv: list[str] | None = None) -> int:
                 idx.retriever.history = as_of
                 searched = AsOfIndex(idx, as_of, times)
                 row: dict[str, Any] = {"examples": len(examples), "asked": asked, "mine_s": mined}
+                scores: dict[str, dict[str, float]] = {
+                    k: {} for k in ("global", "auto", "feedback", "feedback+adversarial10")
+                }
                 row["handset"] = _means(idx, searched, dataset, None, "hybrid+handset")
-                row["global"] = _means(idx, searched, dataset, None, "hybrid+learned")
+                row["global"] = _means(
+                    idx, searched, dataset, None, "hybrid+learned", scores["global"]
+                )
                 models: dict[str, AdaptedModel | None] = {}
                 for l2, cap in GRID:
                     m = fit_adapted(base, examples, history_l2=l2, history_max_norm=cap)
@@ -171,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                 l2, cap = setting or (HISTORY_L2, HISTORY_MAX_NORM)
                 used = examples if setting is not None else []
                 auto = fit_adapted(base, used, history_l2=l2, history_max_norm=cap)
-                row["auto"] = _means(idx, searched, dataset, auto, "hybrid+learned")
+                row["auto"] = _means(idx, searched, dataset, auto, "hybrid+learned", scores["auto"])
                 row["auto"]["setting"] = setting  # type: ignore[assignment]
                 row["validation_mrr"] = figures
                 if args.feedback and part == "test":
@@ -181,8 +217,17 @@ def main(argv: list[str] | None = None) -> int:
                     for name, extra in (("feedback", fb), ("adversarial10", adv),
                                         ("feedback+adversarial10", fb + adv)):  # fmt: skip
                         m = fit_adapted(base, used, extra, history_l2=l2, history_max_norm=cap)
-                        row[name] = _means(idx, searched, dataset, m, "hybrid+learned")
+                        row[name] = _means(
+                            idx, searched, dataset, m, "hybrid+learned", scores.get(name)
+                        )
                         row[name]["n_feedback"] = len(extra)
+                scores = {k: v for k, v in scores.items() if v}
+                row["paired"] = _paired(scores)
+                if part == "test":
+                    for arm, got in scores.items():
+                        pooled.setdefault(arm, {}).update(
+                            (f"{spec.name}/{qid}", v) for qid, v in got.items()
+                        )
                 per[part] = row
                 shown = "  ".join(
                     f"{k} {v['MRR@10']:.3f}/{v['R@10']:.3f}"
@@ -193,8 +238,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             idx.close()
         results["repos"][spec.name] = per
+        results["paired_test_all"] = _paired(pooled)
         out = args.results or args.out / "adapt-results.json"
         out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    for name, d in results.get("paired_test_all", {}).items():
+        print(
+            f"all test questions, {name}: MRR@10 {d['mean']:+.4f} [{d['low']:+.4f}, "
+            f"{d['high']:+.4f}] ({d['better']} better, {d['worse']} worse of {d['n']})"
+        )
     return 0
 
 

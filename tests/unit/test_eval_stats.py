@@ -117,3 +117,21 @@ def test_the_swebench_report_pairs_each_default_with_its_hand_set_order() -> Non
     assert "| hybrid - hybrid+handset | 4 | +50.0 [" in text
     assert "no-history" not in text  # that pair was not run
     assert mod._paired_table(rows, "product") == ""  # no reference on that protocol
+
+
+def test_the_adaptation_evaluation_pairs_each_arm_with_the_one_before() -> None:
+    spec = importlib.util.spec_from_file_location("eval_adapt", ROOT / "scripts" / "eval_adapt.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["eval_adapt"] = mod
+    spec.loader.exec_module(mod)
+    scores = {
+        "global": {"q1": 0.5, "q2": 1.0, "q3": 0.0},
+        "auto": {"q1": 1.0, "q2": 1.0, "q3": 0.0},
+        "feedback": {"q1": 1.0, "q2": 0.5},  # q3 not asked: left out of its pairs
+    }
+    out = mod._paired(scores)
+    assert set(out) == {"auto - global", "feedback - auto", "feedback - global"}
+    assert out["auto - global"]["mean"] == pytest.approx(0.5 / 3, abs=1e-6)
+    assert out["feedback - auto"]["n"] == 2 and out["feedback - auto"]["worse"] == 1
+    assert mod._paired({"global": {"q1": 1.0}}) == {}

@@ -3,18 +3,13 @@ every method against the hand-set order."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragloom.eval.stats import paired_bootstrap
+from tests.unit.script_loader import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
 scores = st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=60)
 
 
@@ -59,17 +54,8 @@ def test_a_wider_level_gives_a_wider_interval_and_bad_input_is_refused() -> None
         paired_bootstrap([1.0], [0.0], rounds=0)
 
 
-def _eval_git() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("eval_git", ROOT / "scripts" / "eval_git.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["eval_git"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_git_evaluation_compares_every_method_with_the_hand_set_order() -> None:
-    eg = _eval_git()
+    eg = load_script("eval_git")
 
     def row(repo: str, qid: str, method: str, mrr: float, split: str = "test") -> dict[str, object]:
         return {"repo": repo, "id": qid, "split": split, "method": method,
@@ -98,13 +84,7 @@ def test_the_git_evaluation_compares_every_method_with_the_hand_set_order() -> N
 
 
 def test_the_swebench_report_pairs_each_default_with_its_hand_set_order() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "eval_swebench", ROOT / "scripts" / "eval_swebench.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["eval_swebench"] = mod
-    spec.loader.exec_module(mod)
+    mod = load_script("eval_swebench")
 
     def row(qid: str, method: str, acc1: float, protocol: str = "papers") -> dict[str, object]:
         return {"id": qid, "method": method, "protocol": protocol,
@@ -120,11 +100,7 @@ def test_the_swebench_report_pairs_each_default_with_its_hand_set_order() -> Non
 
 
 def test_the_adaptation_evaluation_pairs_each_arm_with_the_one_before() -> None:
-    spec = importlib.util.spec_from_file_location("eval_adapt", ROOT / "scripts" / "eval_adapt.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["eval_adapt"] = mod
-    spec.loader.exec_module(mod)
+    mod = load_script("eval_adapt")
     scores = {
         "global": {"q1": 0.5, "q2": 1.0, "q3": 0.0},
         "auto": {"q1": 1.0, "q2": 1.0, "q3": 0.0},

@@ -3,10 +3,8 @@ all``) is reproducible and fits what it says it fits."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,19 +12,11 @@ import pytest
 
 from ragloom.retrieve.ranker import load_model
 from ragloom.retrieve.stages.features import FEATURE_NAMES, FEATURES_VERSION
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.script_loader import load_script
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "train_ranker", ROOT / "scripts" / "train_ranker.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["train_ranker"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("train_ranker")
 
 
 def _groups(path: Path, n: int = 120) -> None:

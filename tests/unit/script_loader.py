@@ -1,0 +1,21 @@
+"""Import one of ``scripts/*.py`` as a module, for the tests of the scripts' pure parts."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/NAME.py`` imported as the module ``NAME`` (registered in ``sys.modules``, as
+    dataclasses and pickling need)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

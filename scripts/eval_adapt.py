@@ -44,7 +44,7 @@ from ragloom.eval.gitrun import (
     ragloom_runs,
     split_starts,
 )
-from ragloom.eval.stats import paired_bootstrap
+from ragloom.eval.stats import format_difference, paired_bootstrap
 from ragloom.learn.adapt import choose_setting, feedback_examples, fit_adapted, history_examples
 from ragloom.retrieve.adapt import HISTORY_L2, HISTORY_MAX_NORM, AdaptedModel, Example
 from ragloom.retrieve.stages.learned import default_model
@@ -243,8 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     for name, d in results.get("paired_test_all", {}).items():
         print(
-            f"all test questions, {name}: MRR@10 {d['mean']:+.4f} [{d['low']:+.4f}, "
-            f"{d['high']:+.4f}] ({d['better']} better, {d['worse']} worse of {d['n']})"
+            f"all test questions, {name}: MRR@10 {format_difference(d)} "
+            f"({d['better']} better, {d['worse']} worse of {d['n']})"
         )
     return 0
 

@@ -47,7 +47,7 @@ from ragloom.eval.gitrun import (
     question_times,
     split_starts,
 )
-from ragloom.eval.stats import paired_bootstrap
+from ragloom.eval.stats import format_difference, paired_bootstrap
 
 HERE = Path(__file__).resolve().parent
 STRATEGIES = ("sparse", "dense", "hybrid", "hybrid+seed", "hybrid+raw")
@@ -309,10 +309,7 @@ def paired_lines(result: Mapping[str, Mapping[str, Any]]) -> str:
         for m, per in part.items():
             if m == "reference":
                 continue
-            cells = [
-                f"{per[k]['mean']:+.4f} [{per[k]['low']:+.4f}, {per[k]['high']:+.4f}]"
-                for k in PAIRED_METRICS
-            ]
+            cells = [format_difference(per[k]) for k in PAIRED_METRICS]
             mrr = per["MRR@10"]
             lines.append(f"| {m} | {mrr['n']} | " + " | ".join(cells)
                          + f" | {mrr['better']} / {mrr['worse']} |")  # fmt: skip

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ragloom.eval.stats import paired_bootstrap
+from ragloom.eval.stats import format_difference, paired_bootstrap
 from ragloom.eval.swebench import (
     BUDGETS,
     EmbeddingCache,
@@ -249,7 +249,7 @@ def _paired_table(rows: Sequence[Mapping[str, Any]], protocol: str) -> str:
                 [float(by[method][i].get(k) or 0.0) for i in ids],
                 [float(by[ref][i].get(k) or 0.0) for i in ids],
             )
-            cells.append(f"{100 * d.mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]")
+            cells.append(format_difference(d.as_dict(), scale=100, digits=1))
         lines.append(f"| {method} - {ref} | {len(ids)} | " + " | ".join(cells) + " |")
     if not lines:
         return ""

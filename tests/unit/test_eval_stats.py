@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragloom.eval.stats import paired_bootstrap
+from ragloom.eval.stats import format_difference, paired_bootstrap
 from tests.unit.script_loader import load_script
 
 scores = st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=60)
@@ -111,3 +111,12 @@ def test_the_adaptation_evaluation_pairs_each_arm_with_the_one_before() -> None:
     assert out["auto - global"]["mean"] == pytest.approx(0.5 / 3, abs=1e-6)
     assert out["feedback - auto"]["n"] == 2 and out["feedback - auto"]["worse"] == 1
     assert mod._paired({"global": {"q1": 1.0}}) == {}
+
+
+def test_a_difference_is_written_with_its_interval() -> None:
+    d = paired_bootstrap([1.0, 0.5, 0.0], [0.5, 0.5, 0.5], rounds=200).as_dict()
+    text = format_difference(d)
+    assert text.startswith("+0.0000 [") and text.count("[") == 1 and text.endswith("]")
+    assert format_difference({"mean": 0.084, "low": 0.024, "high": 0.145}, scale=100,
+                             digits=1) == "+8.4 [+2.4, +14.5]"  # fmt: skip
+    assert "\n[" in format_difference(d, sep="\n")

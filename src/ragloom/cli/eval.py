@@ -11,7 +11,7 @@ import click
 
 from ragloom.cli.app import echo_json, handle_errors, open_for_read, progress_bars
 from ragloom.eval.datasets import DEFAULT_MAX_QUERIES, DEFAULT_PACKAGES
-from ragloom.eval.runner import DEFAULT_STRATEGIES, PAIRED_METRICS
+from ragloom.eval.runner import DEFAULT_STRATEGIES
 
 __all__ = ["eval_cmd", "eval_data_cmd"]
 
@@ -20,7 +20,7 @@ def _print_table(report: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ragloom.eval.report import summary_table
+    from ragloom.eval.report import paired_table, summary_table
 
     header, rows = summary_table(report)
     table = Table(title=f"ragloom eval: {report.dataset_size} queries, top_k={report.top_k}")
@@ -30,26 +30,17 @@ def _print_table(report: Any) -> None:
         table.add_row(*row)
     console = Console()
     console.print(table)
-    per = report.paired.get("metrics", {}) if report.paired else {}
-    keys = [k for k in PAIRED_METRICS if any(k in v for v in per.values())]
-    if per and keys:
+    header, rows = paired_table(report, sep="\n")
+    if rows:
         paired = Table(
             title=f"against {report.paired['reference']}, question by question "
             "(mean difference [95 % CI])"
         )
-        paired.add_column("strategy", no_wrap=True, min_width=max(len(n) for n in per))
-        for k in keys:
-            paired.add_column(k, justify="right")
-        for name, diffs in per.items():
-            paired.add_row(
-                name,
-                *(
-                    f"{d['mean']:+.4f}\n[{d['low']:+.4f}, {d['high']:+.4f}]"
-                    if (d := diffs.get(k))
-                    else "-"
-                    for k in keys
-                ),
-            )
+        paired.add_column(header[0], no_wrap=True, min_width=max(len(r[0]) for r in rows))
+        for h in header[1:]:
+            paired.add_column(h, justify="right")
+        for row in rows:
+            paired.add_row(*row)
         console.print(paired)
     for note in report.notes:
         console.print(f"note: {note}", style="yellow", highlight=False)

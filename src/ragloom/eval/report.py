@@ -17,8 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from ragloom.eval.runner import MRR_K, NDCG_K, PAIRED_METRICS, RECALL_KS, EvalReport
+from ragloom.eval.stats import format_difference
 
-__all__ = ["ReportFiles", "paired_lines", "render_markdown", "summary_table", "write_report"]
+__all__ = [
+    "ReportFiles",
+    "paired_lines",
+    "paired_table",
+    "render_markdown",
+    "summary_table",
+    "write_report",
+]
 
 CHART_METRICS: tuple[str, ...] = ("recall@10", f"mrr@{MRR_K}", f"ndcg@{NDCG_K}", f"sym_mrr@{MRR_K}")
 """Metrics of the per-strategy bar chart: the issue's headline quality figures."""
@@ -105,24 +113,32 @@ def render_markdown(
     return "\n".join(lines) + "\n"
 
 
-def paired_lines(report: EvalReport) -> list[str]:
-    """Markdown lines of every strategy against the reference, question by question: the
-    mean difference and its 95 % paired bootstrap interval per metric (none without a
-    comparison)."""
-    paired = report.paired
-    per: dict[str, dict[str, dict[str, float]]] = paired.get("metrics", {}) if paired else {}
+def paired_table(report: EvalReport, sep: str = " ") -> tuple[list[str], list[list[str]]]:
+    """Header and rows of every strategy against the reference, question by question: the
+    mean difference and its 95 % paired bootstrap interval (after ``sep``) per metric of
+    :data:`~ragloom.eval.runner.PAIRED_METRICS` measured; no rows without a comparison."""
+    per: dict[str, dict[str, dict[str, float]]] = (
+        report.paired.get("metrics", {}) if report.paired else {}
+    )
     keys = [k for k in PAIRED_METRICS if any(k in v for v in per.values())]
-    if not per or not keys:
+    if not keys:
+        return [], []
+    rows = [
+        [name, *(format_difference(d, sep=sep) if (d := diffs.get(k)) else "-" for k in keys)]
+        for name, diffs in per.items()
+    ]
+    return ["strategy", *keys], rows
+
+
+def paired_lines(report: EvalReport) -> list[str]:
+    """:func:`paired_table` as Markdown lines (none without a comparison)."""
+    header, rows = paired_table(report)
+    if not rows:
         return []
-    ref = paired["reference"]
+    ref = report.paired["reference"]
     lines = ["", f"Against `{ref}`, question by question (mean difference [95 % CI]):", ""]
-    lines += ["| strategy | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
-    for name, diffs in per.items():
-        cells = [
-            f"{d['mean']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}]" if (d := diffs.get(k)) else "-"
-            for k in keys
-        ]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["| " + " | ".join(header) + " |", "|---|" + "---|" * (len(header) - 1)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
 
 

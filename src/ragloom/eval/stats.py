@@ -10,12 +10,18 @@ difference. Pure and seeded: the same inputs give the same interval.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["BOOTSTRAP_ROUNDS", "BOOTSTRAP_SEED", "PairedDifference", "paired_bootstrap"]
+__all__ = [
+    "BOOTSTRAP_ROUNDS",
+    "BOOTSTRAP_SEED",
+    "PairedDifference",
+    "format_difference",
+    "paired_bootstrap",
+]
 
 BOOTSTRAP_ROUNDS = 10_000
 """Resamples of the questions; the interval's ends move by about 0.001 between seeds at 700
@@ -81,3 +87,13 @@ def paired_bootstrap(
         better=int((d > 0).sum()),
         worse=int((d < 0).sum()),
     )
+
+
+def format_difference(
+    d: Mapping[str, float | int], *, scale: float = 1.0, digits: int = 4, sep: str = " "
+) -> str:
+    """``+0.0242 [+0.0136, +0.0353]``: a difference (:meth:`PairedDifference.as_dict`) and its
+    interval, times ``scale`` (100 for points), the interval after ``sep``."""
+    f = f"{{:+.{digits}f}}"
+    mean, low, high = (f.format(scale * float(d[k])) for k in ("mean", "low", "high"))
+    return f"{mean}{sep}[{low}, {high}]"

@@ -27,8 +27,9 @@ BOOTSTRAP_ROUNDS = 10_000
 """Resamples of the questions; the interval's ends move by about 0.001 between seeds at 700
 questions."""
 BOOTSTRAP_SEED = 20261127
-_CHUNK = 1_000
-"""Resamples drawn at once (bounds the index matrix at ``_CHUNK x n``)."""
+_MAX_CELLS = 4_000_000
+"""Question draws made at once (resamples x questions): bounds the index matrix at about 32 MB
+whatever the number of questions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +73,9 @@ def paired_bootstrap(
         return PairedDifference(0, 0.0, 0.0, 0.0, level, 0, 0)
     rng = np.random.default_rng(seed)
     means = np.empty(rounds, dtype=np.float64)
-    for start in range(0, rounds, _CHUNK):
-        k = min(_CHUNK, rounds - start)
+    step = max(1, _MAX_CELLS // n)
+    for start in range(0, rounds, step):
+        k = min(step, rounds - start)
         means[start : start + k] = d[rng.integers(0, n, size=(k, n))].mean(axis=1)
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])

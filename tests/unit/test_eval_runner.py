@@ -101,7 +101,7 @@ def test_run_eval_scores_each_strategy() -> None:
     assert set(rep.summaries["sparse"].latency_ms) == {"p50", "p95", "mean", "max"}
 
 
-def test_every_strategy_against_a_reference_question_by_question() -> None:
+def test_every_strategy_against_a_reference_question_by_question(tmp_path: Path) -> None:
     """The first available strategy is the reference (the hand-set order when it was run);
     the differences cover the queries both answered without an error."""
     rep = run_eval(FakeIndex(True), QUERIES, ["nope", "sparse", "dense"], top_k=10)
@@ -115,6 +115,8 @@ def test_every_strategy_against_a_reference_question_by_question() -> None:
     md = render_markdown(rep)
     assert "Against `sparse`, question by question" in md
     assert "| dense | +0.2500 [" in md
+    page = write_report(rep, tmp_path / "report").html.read_text()
+    assert "<h2>Against sparse, question by question</h2>" in page and "+0.2500 [" in page
     handset = run_eval(FakeIndex(True), QUERIES, ["sparse", "hybrid+handset"], top_k=10)
     assert handset.paired["reference"] == "hybrid+handset"
     alone = run_eval(FakeIndex(True), QUERIES, ["sparse", "nope"], top_k=10)

@@ -203,8 +203,13 @@ def _charts(report: EvalReport, out: Path) -> list[Path]:
 def _html_page(
     report: EvalReport, markdown_title: str, charts: list[Path], note: str | None
 ) -> str:
-    header, rows = summary_table(report)
     esc = html.escape
+
+    def table(header: list[str], rows: list[list[str]]) -> list[str]:
+        head = "<table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header)
+        body = ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows]
+        return [head + "</tr></thead>", "<tbody>", *body, "</tbody></table>"]
+
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -215,11 +220,14 @@ def _html_page(
         "img{max-width:100%;margin:1em 0}</style></head><body>",
         f"<h1>{esc(markdown_title)}</h1>",
         f"<p>{report.dataset_size} queries, top_k={report.top_k}, {report.seconds:.1f} s.</p>",
-        "<table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr></thead>",
-        "<tbody>",
+        *table(*summary_table(report)),
     ]
-    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows]
-    parts.append("</tbody></table>")
+    paired_header, paired_rows = paired_table(report)
+    if paired_rows:
+        ref = esc(str(report.paired["reference"]))
+        parts.append(f"<h2>Against {ref}, question by question</h2>")
+        parts.append("<p>Mean difference [95 % paired bootstrap interval].</p>")
+        parts += table(paired_header, paired_rows)
     if charts:
         parts += [f'<img src="{esc(p.name)}" alt="{esc(p.stem)}">' for p in charts]
     if note:

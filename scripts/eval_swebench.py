@@ -245,10 +245,13 @@ def _paired_table(rows: Sequence[Mapping[str, Any]], protocol: str) -> str:
         ids = sorted(set(by[method]) & set(by[ref]))
         cells = []
         for k in PAIRED_METRICS:
-            d = paired_bootstrap(
-                [float(by[method][i].get(k) or 0.0) for i in ids],
-                [float(by[ref][i].get(k) or 0.0) for i in ids],
-            )
+            # a metric a question has no value for (None) is left out, as in the means
+            pairs = [
+                (float(a), float(b))
+                for i in ids
+                if (a := by[method][i].get(k)) is not None and (b := by[ref][i].get(k)) is not None
+            ]
+            d = paired_bootstrap([a for a, _ in pairs], [b for _, b in pairs])
             cells.append(format_difference(d.as_dict(), scale=100, digits=1))
         lines.append(f"| {method} - {ref} | {len(ids)} | " + " | ".join(cells) + " |")
     if not lines:

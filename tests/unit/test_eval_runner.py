@@ -103,20 +103,24 @@ def test_run_eval_scores_each_strategy() -> None:
 
 def test_every_strategy_against_a_reference_question_by_question(tmp_path: Path) -> None:
     """The first available strategy is the reference (the hand-set order when it was run);
-    the differences cover the queries both answered without an error."""
+    the differences cover every query, a failed search scoring as in the means."""
     rep = run_eval(FakeIndex(True), QUERIES, ["nope", "sparse", "dense"], top_k=10)
     assert rep.paired["reference"] == "sparse" and set(rep.paired["metrics"]) == {"dense"}
     mrr = rep.paired["metrics"]["dense"]["mrr@10"]
-    # q1: dense 1 against sparse 0.5; q2: 1 against 1; q3 failed in both: left out
-    assert mrr["n"] == 2 and mrr["mean"] == pytest.approx(0.25)
-    assert (mrr["better"], mrr["worse"]) == (1, 0) and mrr["low"] <= 0.25 <= mrr["high"]
+    # q1: dense 1 against sparse 0.5; q2: 1 against 1; q3 failed in both: 0 against 0
+    assert mrr["n"] == 3 and mrr["mean"] == pytest.approx(0.5 / 3, abs=1e-6)
+    assert (mrr["better"], mrr["worse"]) == (1, 0) and mrr["low"] <= mrr["mean"] <= mrr["high"]
+    dense = rep.summaries["dense"].metrics["mrr@10"]
+    sparse = rep.summaries["sparse"].metrics["mrr@10"]
+    assert dense is not None and sparse is not None
+    assert mrr["mean"] == pytest.approx(dense - sparse, abs=1e-6)  # the means' difference
     assert rep.paired["metrics"]["dense"]["sym_mrr@10"]["n"] == 1  # only q1 has symbols
     assert rep.to_dict()["paired"] == rep.paired
     md = render_markdown(rep)
     assert "Against `sparse`, question by question" in md
-    assert "| dense | +0.2500 [" in md
+    assert "| dense | +0.1667 [" in md
     page = write_report(rep, tmp_path / "report").html.read_text()
-    assert "<h2>Against sparse, question by question</h2>" in page and "+0.2500 [" in page
+    assert "<h2>Against sparse, question by question</h2>" in page and "+0.1667 [" in page
     handset = run_eval(FakeIndex(True), QUERIES, ["sparse", "hybrid+handset"], top_k=10)
     assert handset.paired["reference"] == "hybrid+handset"
     alone = run_eval(FakeIndex(True), QUERIES, ["sparse", "nope"], top_k=10)

@@ -250,16 +250,15 @@ def paired_differences(
 ) -> dict[str, Any]:
     """``{"reference": name, "metrics": {strategy: {metric: difference}}}``: each available
     strategy's per-query difference from the reference's on :data:`PAIRED_METRICS`, over the
-    queries both measured, with a 95 % paired bootstrap interval
+    queries both measured (a failed search counts as the summary counts it), with a 95 % paired bootstrap interval
     (:func:`ragloom.eval.stats.paired_bootstrap`). Empty with fewer than two strategies."""
     usable = [s for s in strategies if s in available]
     if len(usable) < 2:
         return {}
     ref = PAIRED_REFERENCE if PAIRED_REFERENCE in usable else usable[0]
     by: dict[str, dict[str, dict[str, float | None]]] = {}
-    for r in results:
-        if r.error is None:
-            by.setdefault(r.strategy, {})[r.id] = r.metrics
+    for r in results:  # a failed search scores zeros, as in the summary's means
+        by.setdefault(r.strategy, {})[r.id] = r.metrics
     base = by.get(ref, {})
     out: dict[str, dict[str, dict[str, float | int]]] = {}
     for name in usable:

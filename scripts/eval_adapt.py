@@ -44,7 +44,7 @@ from ragloom.eval.gitrun import (
     ragloom_runs,
     split_starts,
 )
-from ragloom.eval.stats import format_difference, paired_bootstrap
+from ragloom.eval.stats import format_difference, paired_by_id
 from ragloom.learn.adapt import choose_setting, feedback_examples, fit_adapted, history_examples
 from ragloom.retrieve.adapt import HISTORY_L2, HISTORY_MAX_NORM, AdaptedModel, Example
 from ragloom.retrieve.stages.learned import default_model
@@ -96,9 +96,9 @@ def _paired(
     out: dict[str, dict[str, float | int]] = {}
     for arm, ref in PAIRED:
         if arm in scores and ref in scores:
-            ids = sorted(set(scores[arm]) & set(scores[ref]))
-            d = paired_bootstrap([scores[arm][i] for i in ids], [scores[ref][i] for i in ids])
-            out[f"{prefix}{arm} - {ref}"] = d.as_dict()
+            d = paired_by_id(scores[arm], scores[ref])
+            if d is not None:
+                out[f"{prefix}{arm} - {ref}"] = d.as_dict()
     return out
 
 

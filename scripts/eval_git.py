@@ -47,7 +47,7 @@ from ragloom.eval.gitrun import (
     question_times,
     split_starts,
 )
-from ragloom.eval.stats import format_difference, paired_bootstrap
+from ragloom.eval.stats import format_difference, paired_by_id
 
 HERE = Path(__file__).resolve().parent
 STRATEGIES = ("sparse", "dense", "hybrid", "hybrid+seed", "hybrid+raw")
@@ -286,12 +286,14 @@ def paired(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict[st
         for m in methods:
             if m == ref or m not in by:
                 continue
-            ids = sorted(set(by[m]) & set(by[ref]))
             part[m] = {
-                k: paired_bootstrap(
-                    [by[m][i][k] for i in ids], [by[ref][i][k] for i in ids]
-                ).as_dict()
+                k: d.as_dict()
                 for k in PAIRED_METRICS
+                if (
+                    d := paired_by_id(
+                        {i: v[k] for i, v in by[m].items()}, {i: v[k] for i, v in by[ref].items()}
+                    )
+                )
             }
         out[split] = part
     return out

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ragloom.eval.stats import format_difference, paired_bootstrap
+from ragloom.eval.stats import format_difference, paired_by_id
 from ragloom.eval.swebench import (
     BUDGETS,
     EmbeddingCache,
@@ -245,14 +245,10 @@ def _paired_table(rows: Sequence[Mapping[str, Any]], protocol: str) -> str:
         ids = sorted(set(by[method]) & set(by[ref]))
         cells = []
         for k in PAIRED_METRICS:
-            # a metric a question has no value for (None) is left out, as in the means
-            pairs = [
-                (float(a), float(b))
-                for i in ids
-                if (a := by[method][i].get(k)) is not None and (b := by[ref][i].get(k)) is not None
-            ]
-            d = paired_bootstrap([a for a, _ in pairs], [b for _, b in pairs])
-            cells.append(format_difference(d.as_dict(), scale=100, digits=1))
+            d = paired_by_id(
+                {i: by[method][i].get(k) for i in ids}, {i: by[ref][i].get(k) for i in ids}
+            )
+            cells.append(format_difference(d.as_dict(), scale=100, digits=1) if d else "-")
         lines.append(f"| {method} - {ref} | {len(ids)} | " + " | ".join(cells) + " |")
     if not lines:
         return ""

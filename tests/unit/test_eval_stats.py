@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragloom.eval.stats import format_difference, paired_bootstrap
+from ragloom.eval.stats import format_difference, paired_bootstrap, paired_by_id
 from tests.unit.script_loader import load_script
 
 scores = st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=60)
@@ -120,3 +120,11 @@ def test_a_difference_is_written_with_its_interval() -> None:
     assert format_difference({"mean": 0.084, "low": 0.024, "high": 0.145}, scale=100,
                              digits=1) == "+8.4 [+2.4, +14.5]"  # fmt: skip
     assert "\n[" in format_difference(d, sep="\n")
+
+
+def test_scores_are_paired_by_question_id_and_a_missing_value_is_left_out() -> None:
+    a = {"q1": 1.0, "q2": None, "q3": 0.5, "q4": 1.0}
+    b = {"q1": 0.5, "q2": 1.0, "q3": 0.5}
+    d = paired_by_id(a, b)
+    assert d is not None and d.n == 2 and d.mean == pytest.approx(0.25)
+    assert paired_by_id({"q1": None}, b) is None

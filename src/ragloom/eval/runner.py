@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from ragloom.errors import ConfigError, RagError
 from ragloom.eval import metrics as m
 from ragloom.eval.dataset import EvalQuery
-from ragloom.eval.stats import paired_bootstrap
+from ragloom.eval.stats import paired_by_id
 
 __all__ = [
     "ASSEMBLY_BUDGETS",
@@ -267,15 +267,11 @@ def paired_differences(
         mine = by.get(name, {})
         per: dict[str, dict[str, float | int]] = {}
         for key in PAIRED_METRICS:
-            pairs = [
-                (a, b)
-                for qid, got in mine.items()
-                if qid in base
-                and (a := got.get(key)) is not None
-                and (b := base[qid].get(key)) is not None
-            ]
-            if pairs:
-                d = paired_bootstrap([a for a, _ in pairs], [b for _, b in pairs])
+            d = paired_by_id(
+                {q: got.get(key) for q, got in mine.items()},
+                {q: got.get(key) for q, got in base.items()},
+            )
+            if d is not None:
                 per[key] = d.as_dict()
         out[name] = per
     return {"reference": ref, "metrics": out}

@@ -21,6 +21,7 @@ __all__ = [
     "PairedDifference",
     "format_difference",
     "paired_bootstrap",
+    "paired_by_id",
 ]
 
 BOOTSTRAP_ROUNDS = 10_000
@@ -89,6 +90,17 @@ def paired_bootstrap(
         better=int((d > 0).sum()),
         worse=int((d < 0).sum()),
     )
+
+
+def paired_by_id(
+    a: Mapping[str, float | None], b: Mapping[str, float | None]
+) -> PairedDifference | None:
+    """:func:`paired_bootstrap` of two methods' scores by question id, over the questions both
+    have a value for (a ``None`` is left out, as the means leave it); None when there is none."""
+    pairs = sorted((i, x, y) for i, x in a.items() if x is not None and (y := b.get(i)) is not None)
+    if not pairs:
+        return None
+    return paired_bootstrap([x for _, x, _ in pairs], [y for _, _, y in pairs])
 
 
 def format_difference(

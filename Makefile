@@ -138,12 +138,12 @@ eval-swebench: $(STAMP)
 # 72 min on 2 cores in two processes (alternate repositories, one --out), 17 min with the
 # embedding cache of an earlier mining. Every text is embedded alone and ties in the history's
 # search are cut by id, so two minings agree byte for byte (and so do the models fitted on
-# them); the shipped model was fitted before that fix (docs/ranking.md, "A model of the vectors
-# serving uses").
-# LTR_WRITE=trees (or linear) also writes the model the package ships: the mean of 5 fits with
-# other seeds (--bag 5), fitted on every repository but the commit evaluation's seven
-# (--leave-out evaluation: repositories it never saw); docs/ranking.md "A model of the vectors
-# serving uses".
+# them).
+# LTR_WRITE=trees (or linear) also writes the model the package ships, byte for byte: the mean
+# of 5 fits with other seeds (--bag 5), fitted on every repository but the commit evaluation's
+# seven (--leave-out evaluation: repositories it never saw); docs/ranking.md "A BM25 over whole
+# files". The model for indexes without that BM25 (models/ranker-features3.json) is the same
+# recipe on feature set 3 (commit 9e1185e).
 LTR_QUESTIONS ?= 150
 ltr: $(STAMP)
 	$(PY) -m pip install -q -e '.[learn]'

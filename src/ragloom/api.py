@@ -27,6 +27,7 @@ from ragloom.errors import (
     InputError,
 )
 from ragloom.index.bm25 import TantivyBm25
+from ragloom.index.file_bm25 import FILE_BM25_DIR
 from ragloom.index.indexer import IndexStats, ProgressFn, update_index
 from ragloom.index.lock import WriteLock
 from ragloom.index.manifest import Manifest, read_manifest, write_manifest
@@ -633,7 +634,8 @@ class Index:
             generation=store.generation(),
             bm25=bm25_state,
             history=self._history_status(),
-            ranking_model=describe(*repository_model_state(self.index_dir)),
+            ranking_model=describe(*repository_model_state(self.index_dir))
+            | {"file_bm25": (self.index_dir / FILE_BM25_DIR / "engine").is_dir()},
             git=git_status(
                 self.root,
                 GitState.from_dict(store.get_meta_json("git_state")),
@@ -868,7 +870,7 @@ class PostgresIndex(Index):
             generation=info.generation,
             bm25={"backend": "postgres", "cache_dir": str(self.cache_dir)},
             history=self._history_status(),
-            ranking_model={"model": "global"},
+            ranking_model={"model": "global", "file_bm25": True},  # built with its BM25
             # no meta store here: indexed_branch and indexed_head stay null
             git=git_status(self.root, None, dirty=freshness, exclude=(self.index_dir,)),
         )

@@ -71,7 +71,8 @@ def _run(*args: str) -> dict[str, object]:
 def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
     idx_dir = str(repo / ".ragloom")
     _run("index", str(repo), "--model", "hashing:64", "--no-progress")
-    assert _run("status", "--index-dir", idx_dir)["ranking_model"] == {"model": "global"}
+    status = _run("status", "--index-dir", idx_dir)["ranking_model"]
+    assert status == {"model": "global", "file_bm25": True}
 
     served = ragloom.Index.at(Path(idx_dir))  # a server's index, open before the adaptation
     served_ranker = served.retriever.ranker
@@ -174,3 +175,27 @@ def test_outside_git_the_global_model_stays(tmp_path: Path) -> None:
     assert report["status"] == "global" and "not a git work tree" in str(report["reason"])
     res = CliRunner().invoke(cli, ["adapt", "--index-dir", str(tmp_path / ".ragloom"), "--show"])
     assert res.exit_code == 0 and "global model" in res.output
+
+
+def test_an_index_without_the_file_bm25_is_not_adapted_until_indexed(
+    repo: Path, tmp_path: Path
+) -> None:
+    """An index made before its BM25 over whole files: adapting would learn from zeros where
+    the model reads each file's score, so ``adapt`` says to index first; ``status`` says which
+    model ranks, and ``index`` adds the engine."""
+    copy = tmp_path / "web"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".ragloom"))
+    _run("index", str(copy), "--model", "hashing:64", "--no-progress")
+    idx_dir = copy / ".ragloom"
+    shutil.rmtree(idx_dir / "bm25-files")
+    assert _run("status", "--index-dir", str(idx_dir))["ranking_model"] == {
+        "model": "global",
+        "file_bm25": False,
+    }
+    res = CliRunner().invoke(cli, ["status", "--index-dir", str(idx_dir)])
+    assert "no BM25 over whole files" in res.output
+    report = _run("adapt", "--index-dir", str(idx_dir), "--no-progress")
+    assert report["status"] == "global" and "run `ragloom index` first" in str(report["reason"])
+    _run("index", str(copy), "--model", "hashing:64", "--no-progress")
+    assert (idx_dir / "bm25-files" / "engine").is_dir()
+    assert _run("adapt", "--index-dir", str(idx_dir), "--no-progress")["status"] == "fitted"

@@ -132,6 +132,13 @@ def test_history_ranks_the_same_on_both_backends(tmp_path: Path, pg_dsn: str) ->
                 assert (x.explain or {}).get("history") == (y.explain or {}).get("history"), q
             used += any((h.explain or {}).get("history", 0) > 0 for h in b)
         assert used >= 3  # the history step did move hits on PostgreSQL
+        # both backends keep a BM25 over whole files, and score a file the same
+        files = ["json/scanner.py", "json/decoder.py", "textwrap.py"]
+        on_disk = embedded.retriever.file_bm25_scores("scanner string literals", files)
+        in_pg = reader.retriever.file_bm25_scores("scanner string literals", files)
+        assert on_disk is not None and in_pg is not None and set(on_disk) == set(in_pg)
+        assert on_disk == pytest.approx(in_pg) and on_disk["json/scanner.py"] > 0
+        assert max(on_disk, key=on_disk.__getitem__) == "json/scanner.py"
         st = reader.status(freshness=False)
         assert st.history["commits"] == 8 and st.history["ranking"] is True
         # a new commit reaches the database's history incrementally, and another node's BM25

@@ -56,6 +56,8 @@ class FakeSource:
     evidence: tuple[HistoryEvidence, CoChange] | None = None
     agrees: bool = False
     vectors: dict[int, np.ndarray] = field(default_factory=dict)
+    file_scores: dict[str, float] | None = field(default_factory=dict)
+    """Whole-file BM25 scores by path (0.0 for a path it does not name); None: no file BM25."""
 
     def chunk_info(self, rowids: Sequence[int]) -> dict[int, tuple[str, FileRole, bool]]:
         rows = self.store.rows
@@ -74,6 +76,13 @@ class FakeSource:
 
     def pool_vectors(self, rowids: Sequence[int]) -> dict[int, np.ndarray]:
         return {r: self.vectors[r] for r in rowids if r in self.vectors}
+
+    def file_bm25_scores(
+        self, query: str | Sequence[tuple[str, float]], paths: Sequence[str]
+    ) -> dict[str, float] | None:
+        if self.file_scores is None:
+            return None
+        return {p: self.file_scores.get(p, 0.0) for p in paths}
 
 
 def state(

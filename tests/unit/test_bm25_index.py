@@ -5,7 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ragloom.index.bm25 import TantivyBm25, bm25_document
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ragloom.index.bm25 import TantivyBm25, _leading_tokens, bm25_document
+from ragloom.index.tokenize import code_tokens
 
 
 def _doc(text: str) -> str:
@@ -43,3 +47,35 @@ def test_reopen_keeps_documents(tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(d, copy)
     assert TantivyBm25(copy).search("beta", 3)[0][0] == 3
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "parseHeader",
+                "a.b.c",
+                "x",
+                "  ",
+                "\n",
+                "42",
+                "12345",
+                "é",
+                "foo_bar",
+                "HTTPServer",
+                "def",
+                "(",
+                "tab\tsep",
+                "retry",
+                "Queue.get",
+            ]
+        ),
+        max_size=3000,
+    ),
+    st.integers(min_value=1, max_value=80),
+)
+def test_leading_tokens_are_the_first_distinct_code_tokens(parts: list[str], limit: int) -> None:
+    """A long text is tokenised a window at a time, cut at whitespace, and only as far as
+    needed: the tokens are those of tokenising it whole."""
+    text = " ".join(parts)
+    assert _leading_tokens(text, limit) == list(dict.fromkeys(code_tokens(text)))[:limit]

@@ -4,6 +4,7 @@ explain names the features that moved a hit, and +learned / +handset turn it on 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ragloom
+import ragloom.retrieve.stages.learned as learned_mod
 from ragloom.embed.base import HashingEmbedder
 from ragloom.errors import ConfigError
 from ragloom.retrieve.history import CoChange, HistoryEvidence
 from ragloom.retrieve.ranker import RankerModel
 from ragloom.retrieve.stages.features import (
+    BASE_FEATURE_NAMES,
+    BASE_FEATURES_VERSION,
     FEATURE_NAMES,
     FEATURES_VERSION,
     TapStage,
@@ -110,7 +114,51 @@ def test_history_features_per_file() -> None:
     assert x[3][COL["hist_similar"]] == router[COL["hist_similar"]]  # same file
     # no history step in the strategy: no history read, every column 0
     _, off = candidate_features(_state(source=src))
-    assert (off[:, COL["hist_known"] :] == 0).all()
+    assert (off[:, COL["hist_known"] : COL["hist_co_change"] + 1] == 0).all()
+
+
+def test_whole_file_bm25_features_per_file() -> None:
+    """Each file's whole-file BM25 score over the best candidate file's, its rank among the
+    candidate files by that score (ties keep the candidates' order), and log1p of it."""
+    src = FakeSource(FakeStore({r.rowid: r for r in ROWS}),
+                     file_scores={"pkg/router.py": 4.0, "docs/guide.md": 1.0})  # fmt: skip
+    _, x = candidate_features(_state(source=src))
+    ratio, rank, log = (COL[f"file_bm25_{c}"] for c in ("ratio", "log_rank", "log"))
+    router, test, guide = x[1], x[0], x[2]
+    assert router[ratio] == 1.0 and guide[ratio] == pytest.approx(0.25) and test[ratio] == 0
+    assert router[rank] == pytest.approx(np.log1p(1)) and guide[rank] == pytest.approx(np.log1p(2))
+    assert test[rank] == pytest.approx(np.log1p(3))  # no score: after the files with one
+    assert router[log] == pytest.approx(np.log1p(4.0)) and x[3][log] == router[log]
+    # no file scores at all: zeros, the candidates' order
+    _, none = candidate_features(_state())
+    assert (none[:, ratio] == 0).all() and none[0][rank] == pytest.approx(np.log1p(1))
+
+
+def test_without_a_whole_file_bm25_the_base_model_ranks(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index made before the file BM25 existed (or a PostgreSQL repository): the model would
+    read made-up zeros, so the model that does not read those columns ranks instead (the one
+    shipped before them), on the first columns of the same rows, and says so once."""
+    monkeypatch.setattr(learned_mod, "_warned", threading.Event())
+    base = learned_mod.default_model(
+        learned_mod.BASE_MODEL, BASE_FEATURES_VERSION, BASE_FEATURE_NAMES
+    )
+    assert base.digest == "5a82a48d15f7" and base.names == FEATURE_NAMES[: len(base.names)]
+    src = FakeSource(FakeStore({r.rowid: r for r in ROWS}), file_scores=None)
+    st = _state(source=src)
+    with caplog.at_level("WARNING", logger="ragloom.retrieve"):
+        LearnedStage(_linear({"role_implementation": 1.0, "role_test": -1.0})).apply(st)
+        LearnedStage(_linear({"role_implementation": 1.0})).apply(_state(source=src))
+    assert caplog.text.count("no BM25 over whole files") == 1
+    _, x = candidate_features(_state(source=src), first_only=True)
+    expected = base.predict(x[[0, 1, 2]][:, : len(base.names)])
+    assert st.notes[3]["learned"] == pytest.approx(float(expected[0]), abs=1e-6)
+    assert st.notes[4]["learned"] == pytest.approx(float(expected[2]), abs=1e-6)
+    # with file scores the given model ranks (the linear one puts the implementation first)
+    with_files = _state()
+    LearnedStage(_linear({"role_implementation": 1.0, "role_test": -1.0})).apply(with_files)
+    assert with_files.ranked[0][0] == 1
 
 
 def test_no_candidates_no_rows() -> None:

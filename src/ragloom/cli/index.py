@@ -179,6 +179,11 @@ def status_cmd(
         )
     elif rm.get("set_aside"):
         click.echo(f"ranking   global model; the repository model is set aside: {rm['set_aside']}")
+    if rm.get("file_bm25") is False:
+        click.echo(
+            "ranking   no BM25 over whole files: the model without it ranks "
+            "(`ragloom index` adds it)"
+        )
     if st.git is not None:
         click.echo(f"git       {_git_line(st.git)}")
     for info in fresh or []:

@@ -10,10 +10,12 @@ next run finishes the job with exactly the chunks of a clean build:
 3. One SQLite transaction writes every file's new chunk set as the pending generation ``G + 1``
    beside the published ``G`` (docs/consistency.md): readers still see exactly ``G``.
 4. BM25 is brought in line with the store by a set difference of rowids and committed: it
-   holds the rows of both generations. The HNSW index gains the new rows whose text already
-   has an embedding (a moved or restored chunk).
+   holds the rows of both generations. The BM25 over whole files (:mod:`ragloom.index.file_bm25`)
+   is brought in line the same way, with the file versions of both generations. The HNSW index
+   gains the new rows whose text already has an embedding (a moved or restored chunk).
 5. Publish: one small transaction makes ``G + 1`` what readers see; the index is now searchable
-   by keywords (progressive indexing). BM25 then drops the rows ``G + 1`` replaced.
+   by keywords (progressive indexing). BM25 then drops the rows ``G + 1`` replaced, and the
+   file BM25 the file versions it replaced.
 6. Chunks whose text has no embedding yet for this model are embedded (longest-first batches
    sorted by length), each batch committed, so an interrupted run resumes where it stopped.
 7. The HNSW index is brought in line with the embedded rowids (new rows in, replaced rows out)
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ragloom.embed.cache import VectorCache
 from ragloom.index.bm25 import TantivyBm25
+from ragloom.index.file_bm25 import sync_around_publish
 from ragloom.index.graphwork import GraphWorker, backfill_records
 from ragloom.index.store import FileRow, Store
 from ragloom.index.sync import EMBED_COMMIT_BATCH as EMBED_COMMIT_BATCH
@@ -375,6 +378,8 @@ def _apply_update(
         log.warning("bm25 index unreadable, rebuilding", extra={"path": str(bm25_dir)})
         bm25 = TantivyBm25.reset(bm25_dir)
     bm25 = _sync_bm25_or_rebuild(store, bm25, progress, recent=recent_only)
+    changed = [p.sf.rel for p in parsed] + list(removed)
+    after_publish = sync_around_publish(store, index_dir, changed if recent_only else None)
     spec = _vectors_spec(index_dir, embedder)
     vectors: HnswVectors | None = None
     key = spec[2] if spec is not None else ""
@@ -399,6 +404,7 @@ def _apply_update(
     if on_bm25_ready is not None:
         on_bm25_ready()
     _sync_bm25_or_rebuild(store, bm25, progress, recent=recent_only)
+    after_publish()
     t5 = time.perf_counter()
     stats.timings["publish"] = t5 - t4
 

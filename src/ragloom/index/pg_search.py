@@ -8,6 +8,7 @@ docs/postgres.md).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -87,9 +88,9 @@ class PgSearchBackend:
 
         def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
-    def bm25_snapshot(self) -> tuple[int, dict[int, str]]:
-        """(generation, node hash by rowid) of the published generation, read in one
-        repeatable-read snapshot (what a serving node's BM25 must hold)."""
+    def _snapshot(self, *queries: str) -> tuple[int, list[list[Any]]]:
+        """(generation, the rows of each query) of the published generation, read in one
+        repeatable-read snapshot; each query takes the repository id as its one parameter."""
         import psycopg
 
         with connect(self.dsn) as conn:
@@ -98,10 +99,29 @@ class PgSearchBackend:
                 row = conn.execute(
                     "SELECT generation FROM repositories WHERE id = %s", (self.repo_id,)
                 ).fetchone()
-                rows = conn.execute(
-                    "SELECT rowid, node_hash FROM chunks WHERE repo_id = %s", (self.repo_id,)
-                ).fetchall()
-        return (int(row[0]) if row else 0), {int(r[0]): str(r[1]) for r in rows}
+                rows = [conn.execute(q, (self.repo_id,)).fetchall() for q in queries]
+        return (int(row[0]) if row else 0), rows
+
+    def bm25_snapshot(self) -> tuple[int, dict[int, str]]:
+        """(generation, node hash by rowid) of the published generation, read in one
+        repeatable-read snapshot (what a serving node's BM25 must hold)."""
+        generation, (rows,) = self._snapshot(
+            "SELECT rowid, node_hash FROM chunks WHERE repo_id = %s"
+        )
+        return generation, {int(r[0]): str(r[1]) for r in rows}
+
+    def file_snapshot(self) -> tuple[int, dict[str, str], dict[str, list[int]]]:
+        """(generation, path -> content hash, path -> chunk rowids) of the published
+        generation, read in one repeatable-read snapshot (what a serving node's BM25 over whole
+        files must hold: :mod:`ragloom.index.file_bm25`)."""
+        generation, (files, chunks) = self._snapshot(
+            "SELECT path, hash FROM files WHERE repo_id = %s",
+            "SELECT rowid, path FROM chunks WHERE repo_id = %s",
+        )
+        by_path: dict[str, list[int]] = {}
+        for rowid, path in chunks:
+            by_path.setdefault(str(path), []).append(int(rowid))
+        return generation, {str(p): str(h) for p, h in files}, by_path
 
     def bm25_sources(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
         """(text, symbol, path) by rowid."""
@@ -245,6 +265,11 @@ class PgVectors:
         return self
 
 
+_FILE_KEYS = "file-keys.json"
+"""A generation folder's map of path to file key of its BM25 over whole files."""
+_BUILD_ATTEMPTS = 3
+"""Builds of a generation folder before one without the BM25 over whole files is made (the
+database kept publishing between the chunk and the file snapshots)."""
 BM25_KEEP_GENERATIONS = 2
 """BM25 folders a serving node keeps per repository (the current one and the one before, which
 a query pinned to it may still read)."""
@@ -287,6 +312,9 @@ class PgBm25:
         self.cache_dir = cache_dir
         self.generation = -1
         self._engine: Any = None
+        self._files: tuple[Any, dict[str, int]] | None = None
+        """The generation's BM25 over whole files and its keys by path (None: its folder has
+        none, one built before it existed)."""
         self._lock = threading.Lock()
         self._building: threading.Thread | None = None
         self.builds = 0
@@ -337,10 +365,33 @@ class PgBm25:
 
     def _switch(self, generation: int, folder: Path) -> None:
         from ragloom.index.bm25 import TantivyBm25
+        from ragloom.index.file_bm25 import open_file_bm25
 
         self._engine = TantivyBm25(folder)
+        self._files = None
+        try:
+            files = open_file_bm25(folder)
+            keys = json.loads((folder / _FILE_KEYS).read_text(encoding="utf-8"))
+            if files is not None and isinstance(keys, dict):
+                self._files = (files, {str(p): int(k) for p, k in keys.items()})
+        except (OSError, ValueError) as exc:
+            log.warning("bm25 over whole files unavailable in %s: %s", folder, exc)
         self.generation = generation
         self._prune()
+
+    def file_scores(
+        self, query: str | Sequence[tuple[str, float]], paths: Sequence[str]
+    ) -> dict[str, float] | None:
+        """Whole-file BM25 score of ``query`` for each of ``paths`` in the generation this
+        engine answers from (paths it does not show are left out); None when its folder has no
+        BM25 over whole files."""
+        files = self._files
+        if files is None:
+            return None
+        engine, keys = files
+        wanted = {p: keys[p] for p in paths if p in keys}
+        got: dict[int, float] = engine.scores_of(query, list(wanted.values()))
+        return {p: got.get(k, 0.0) for p, k in wanted.items()}
 
     def _build_in_background(self) -> None:
         try:
@@ -359,6 +410,17 @@ class PgBm25:
             thread.join(timeout)
 
     def _build(self) -> tuple[int, Path]:
+        """Build the published generation's folder (again when the database published another
+        generation between the chunk and the file snapshots)."""
+        for _ in range(_BUILD_ATTEMPTS - 1):
+            built = self._build_once()
+            if built is not None:
+                return built
+        built = self._build_once(files=False)
+        assert built is not None
+        return built
+
+    def _build_once(self, files: bool = True) -> tuple[int, Path] | None:
         from ragloom.index.bm25 import TantivyBm25, bm25_document
 
         generation, rows = self._backend.bm25_snapshot()
@@ -383,6 +445,9 @@ class PgBm25:
                 sources = self._backend.bm25_sources(part)
                 docs.extend((r, bm25_document(*sources[r])) for r in part if r in sources)
             engine.apply(docs, remove)
+            if files and not self._build_files(tmp, generation):
+                shutil.rmtree(tmp, ignore_errors=True)
+                return None
             (tmp / "ready").write_text(str(generation))
             try:
                 tmp.rename(folder)
@@ -397,6 +462,36 @@ class PgBm25:
             extra={"generation": generation, "added": len(docs), "removed": len(remove)},
         )
         return generation, folder
+
+    def _build_files(self, folder: Path, generation: int) -> bool:
+        """The BM25 over whole files of ``generation`` in ``folder`` (a copy of the newest
+        folder's, brought in line by the difference of file versions), and its keys by path in
+        ``folder / _FILE_KEYS``. False when the database moved to another generation between
+        the two snapshots (the build starts again)."""
+        from ragloom.index.bm25 import TantivyBm25
+        from ragloom.index.file_bm25 import FILE_BM25_DIR, FILE_FIELDS, file_document, file_key
+
+        seen, hashes, by_path = self._backend.file_snapshot()
+        if seen != generation:
+            return False
+        engine = TantivyBm25(folder / FILE_BM25_DIR, create=True, fields=FILE_FIELDS)
+        keys = {p: file_key(p, h) for p, h in hashes.items()}
+        want = np.fromiter(keys.values(), dtype=np.int64, count=len(keys))
+        have = engine.held_rowids()
+        add = set(np.setdiff1d(want, have).tolist())
+        remove = np.setdiff1d(have, want).tolist()
+        docs: list[tuple[int, str]] = []
+        todo = [p for p, k in keys.items() if k in add]
+        for start in range(0, len(todo), 200):
+            part = todo[start : start + 200]
+            rowids = [r for p in part for r in by_path.get(p, ())]
+            sources = self._backend.bm25_sources(rowids)
+            for p in part:
+                texts = [sources[r][0] for r in by_path.get(p, ()) if r in sources]
+                docs.append((keys[p], file_document(p, texts)))
+        engine.apply(docs, remove)
+        (folder / _FILE_KEYS).write_text(json.dumps(keys, sort_keys=True), encoding="utf-8")
+        return True
 
     def _generations(self) -> list[tuple[int, Path]]:
         from ragloom.index.tokenize import TOKENIZER_VERSION
@@ -429,3 +524,19 @@ class PgBm25:
 
     def doc_count(self) -> int:
         return int(self._engine.doc_count())
+
+
+class PgFileBm25:
+    """A PostgreSQL retriever's BM25 over whole files: the one in the generation folder its
+    :class:`PgBm25` answers from (built with it, so the two always show one generation)."""
+
+    def __init__(self, bm25: PgBm25) -> None:
+        self._bm25 = bm25
+
+    def reload(self) -> None:
+        """Nothing: :meth:`PgBm25.reload` moves both engines."""
+
+    def scores(
+        self, query: str | Sequence[tuple[str, float]], paths: Sequence[str], generation: object
+    ) -> dict[str, float] | None:
+        return self._bm25.file_scores(query, paths)

@@ -212,6 +212,49 @@ class Store(
         rows = self._db.execute(f"SELECT {FILE_COLS} FROM files").fetchall()
         return {r[0]: FileRow(*r) for r in rows}
 
+    def file_hashes(self) -> dict[str, str]:
+        """path -> content hash of the published generation's files."""
+        return {str(p): str(h) for p, h in self._db.execute("SELECT path, hash FROM files")}
+
+    def file_versions(
+        self, paths: Sequence[str] | None = None
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(path -> content hash of the published generation's files, the same for the pending
+        generation's: the published files it keeps and the versions it writes; empty when no
+        generation is pending), of every file or of ``paths``. For the writer, which holds the
+        write lock: nothing changes between the reads."""
+        if paths is None:
+            published = self.file_hashes()
+        else:
+            published = {
+                str(p): str(h)
+                for p, h in self._select_in("path, hash", "path", paths, table="files")
+            }
+        if self.pending_generation() is None:
+            return published, {}
+        if paths is None:
+            updates = self._db.execute("SELECT path, removed, hash FROM file_updates").fetchall()
+        else:
+            updates = list(
+                self._select_in("path, removed, hash", "path", paths, table="file_updates")
+            )
+        pending = dict(published)
+        for path, removed, digest in updates:
+            if removed or digest is None:
+                pending.pop(str(path), None)
+            else:
+                pending[str(path)] = str(digest)
+        return published, pending
+
+    def file_texts(self, paths: Sequence[str], *, pending: bool) -> dict[str, list[str]]:
+        """The chunk texts of each of ``paths`` in the published generation (or, ``pending``,
+        in the pending one: every row no generation removed), in no particular order."""
+        where = "gen_removed IS NULL" if pending else _VISIBLE
+        out: dict[str, list[str]] = {}
+        for path, text in self._select_in("path, text", "path", paths, where=where):
+            out.setdefault(str(path), []).append(str(text))
+        return out
+
     def file_count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM files").fetchone()[0])
 

@@ -97,7 +97,7 @@ def _remove_stale_temporaries(index_dir: Path) -> None:
     and :meth:`HnswVectors.apply`) that a killed run left in the BM25 and vector folders: only
     a writer holding the write lock (the caller) writes there, and a left-over copy of the
     vector index is as large as the index."""
-    for sub in ("bm25", "vectors"):
+    for sub in ("bm25", "bm25-files", "vectors"):
         try:
             entries = list((index_dir / sub).iterdir())
         except OSError:

@@ -336,7 +336,13 @@ def adapt_index(
     report = AdaptReport("global", "", base_digest=base.digest, path=str(path))
     git_dir = git_dir_of(index.root)
     history: list[Example] = []
-    if git_dir is None:
+    # an index made before its BM25 over whole files: every example would read zeros where
+    # the model reads each file's score, and the correction would learn from them
+    no_files = index.retriever.file_bm25_scores("", ()) is None
+    if no_files:
+        report.reason = "the index has no BM25 over whole files: run `ragloom index` first"
+        feedback = False
+    elif git_dir is None:
         report.reason = "not a git work tree"
     else:
         history, report.asked, report.newest_commit = history_examples(

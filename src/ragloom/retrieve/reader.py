@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 from ragloom.errors import DbError, IncompatibleIndexError, IndexNotFoundError
 from ragloom.index.bm25 import TantivyBm25
+from ragloom.index.file_bm25 import FileBm25Reader, open_file_bm25
 from ragloom.index.manifest import Manifest, read_manifest
 from ragloom.index.store import Store
 from ragloom.index.tokenize import TOKENIZER_VERSION
@@ -107,7 +108,15 @@ def open_retriever(
         log.warning("bm25 unavailable: %s", exc)
         bm25 = None
     vectors = HnswVectors(index_dir / "vectors", manifest.embedding_dim)
-    return Retriever(opened, bm25, vectors, lambda: search_embedder(embedder, manifest, root))
+    retriever = Retriever(opened, bm25, vectors, lambda: search_embedder(embedder, manifest, root))
+    try:
+        files = open_file_bm25(index_dir)
+    except (DbError, ValueError) as exc:
+        log.warning("file bm25 unavailable: %s", exc)
+        files = None
+    if files is not None:
+        retriever.file_bm25 = FileBm25Reader(files, opened.file_hashes)
+    return retriever
 
 
 def postgres_manifest(backend: PostgresBackend) -> Manifest:
@@ -140,14 +149,13 @@ def open_postgres_retriever(
     """A Retriever over one repository in PostgreSQL: chunks and vectors (pgvector) from the
     database, BM25 from a local engine rebuilt for the database's current generation under
     ``cache_dir`` (docs/postgres.md). The embedder is resolved on first use, as for a folder."""
+    from ragloom.index.pg_search import PgFileBm25
     from ragloom.index.postgres import PgBm25, PgVectors
     from ragloom.retrieve.search import Retriever
 
     manifest = postgres_manifest(backend)
     vectors = PgVectors(backend) if manifest.embedding_dim else None
-    return Retriever(
-        backend,
-        PgBm25(backend, cache_dir),
-        vectors,
-        lambda: search_embedder(embedder, manifest, root),
-    )
+    bm25 = PgBm25(backend, cache_dir)
+    retriever = Retriever(backend, bm25, vectors, lambda: search_embedder(embedder, manifest, root))
+    retriever.file_bm25 = PgFileBm25(bm25)
+    return retriever

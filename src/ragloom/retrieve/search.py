@@ -32,6 +32,7 @@ from opentelemetry import context as otel_context
 from ragloom.embed.document import embedding_key
 from ragloom.errors import ConfigError
 from ragloom.index.backend import ReadStore, SparseIndex, VectorIndex
+from ragloom.index.file_bm25 import FileScorer
 from ragloom.retrieve.config import (
     Dense,
     Hybrid,
@@ -148,6 +149,10 @@ class Retriever:
         without them."""
         self.telemetry = telemetry if telemetry is not None else get_telemetry()
         self.bm25 = bm25
+        self.file_bm25: FileScorer | None = None
+        """BM25 over whole files (:mod:`ragloom.index.file_bm25`), which the learned stage's
+        features read; None when the index has none (the stage then keeps the hand-set
+        order)."""
         self.vectors = vectors
         self.rrf = rrf if rrf is not None else PROSE_RRF
         self.keyword_rrf = rrf if rrf is not None else KEYWORD_RRF
@@ -213,6 +218,8 @@ class Retriever:
             view = GenerationView(gen, watermark, frozenset(self.store.hidden_rowids(gen)))
             if self.bm25 is not None:
                 self.bm25.reload()
+            if self.file_bm25 is not None:
+                self.file_bm25.reload()
         if self.vectors is not None:
             self.vectors = self.vectors.refreshed()
         self._view = (version, view)
@@ -530,6 +537,18 @@ class Retriever:
         """The history's file rankings for ``query`` and its co-change tables (None without
         a history or when it fails); cached per generation and history version."""
         return self._evidence.history_evidence(self.store, self.history, query, recent)
+
+    def file_bm25_scores(
+        self, query: str | Sequence[tuple[str, float]], paths: Sequence[str]
+    ) -> dict[str, float] | None:
+        """Whole-file BM25 score of ``query`` for each of ``paths`` in the pinned generation
+        (0.0 where no term matches; paths it does not show are left out); None when the index
+        has no file BM25."""
+        reader = self.file_bm25
+        if reader is None:
+            return None
+        view = self._view[1] if self._view is not None else self.pin()
+        return reader.scores(query, paths, (view.generation, view.watermark))
 
     def agree(
         self, lists: Mapping[str, Sequence[tuple[int, float]]] | None, confident: float | None

@@ -82,6 +82,13 @@ class RankingSource(Protocol):
         """Stored unit vectors of ``rowids`` (those that have one)."""
         ...
 
+    def file_bm25_scores(
+        self, query: str | Sequence[tuple[str, float]], paths: Sequence[str]
+    ) -> dict[str, float] | None:
+        """Whole-file BM25 score of ``query`` for each of ``paths`` (None: the index keeps no
+        BM25 over whole files)."""
+        ...
+
     def code_graph(self) -> CodeGraph | None:
         """The code graph of the published generation (None: the index keeps none)."""
         ...

@@ -6,8 +6,9 @@ and MMR), into one row of :data:`FEATURE_NAMES` per candidate among the first
 :data:`MAX_CANDIDATES`: the candidate's own evidence (its place and score after the hand-set
 stages, each modality's rank and score, role, declaration, what each stage added), its file's
 evidence (how many of its chunks are candidates and their best places), how its path meets the
-question's words, what kind of question it is, and its file's change history (similar past
-changes, churn, recency and co-change, each apart: ``hist_*``). The same function builds the
+question's words, what kind of question it is, its file's change history (similar past
+changes, churn, recency and co-change, each apart: ``hist_*``) and the whole file's BM25 score
+for the question (``file_bm25_*``: :mod:`ragloom.index.file_bm25`). The same function builds the
 training data (:mod:`ragloom.eval.mining`, through :func:`tap_features`) and scores at query
 time, so a model and the ranking it is used in see the same numbers. :data:`FEATURES_VERSION`
 names this set: a model fitted on another refuses to load.
@@ -31,6 +32,8 @@ from ragloom.retrieve.stages.base import RankState, StageBase, issue_reading
 from ragloom.retrieve.stages.history import history_query
 
 __all__ = [
+    "BASE_FEATURES_VERSION",
+    "BASE_FEATURE_NAMES",
     "FEATURES_VERSION",
     "FEATURE_NAMES",
     "MAX_CANDIDATES",
@@ -41,7 +44,7 @@ __all__ = [
     "tapped",
 ]
 
-FEATURES_VERSION = "ragloom-ltr-features-3"
+FEATURES_VERSION = "ragloom-ltr-features-7"
 """The name of this feature set; bump it whenever a feature is added, removed or changed."""
 MAX_CANDIDATES = 100
 """Candidates the learned stage scores (the rest keep their order, after them)."""
@@ -82,8 +85,17 @@ FEATURE_NAMES: tuple[str, ...] = (
     "hist_recent",
     "hist_similar_share",
     "hist_co_change",
+    "file_bm25_ratio",
+    "file_bm25_log_rank",
+    "file_bm25_log",
 )
 """The columns of :func:`candidate_features`, in order."""
+
+BASE_FEATURES_VERSION = "ragloom-ltr-features-3"
+"""The feature set before the whole-file BM25 columns: the model for an index without a file
+BM25 (made before it, or a PostgreSQL repository's) reads it."""
+BASE_FEATURE_NAMES: tuple[str, ...] = FEATURE_NAMES[: FEATURE_NAMES.index("file_bm25_ratio")]
+"""The columns of :data:`BASE_FEATURES_VERSION`: the first columns of :data:`FEATURE_NAMES`."""
 
 
 _LOG1P = tuple(math.log1p(i) for i in range(_MISSING_RANK + 1))
@@ -204,6 +216,7 @@ def candidate_features(
         share = sum(w in qwords for w in words) / len(words) if words else 0.0
         path_feats[key] = (path.count("/"), stem in qwords, share)
     hist = _history_features(state, paths, files)
+    whole = _file_bm25_features(state, paths, files)
     notes = state.notes
     rows: list[Sequence[float]] = []
     skipped = (0.0,) * len(FEATURE_NAMES)
@@ -237,6 +250,7 @@ def candidate_features(
                 *path_feats[key],
                 *query,
                 *hist[key],
+                *whole[key],
             ]
         )
     x = np.asarray(rows, dtype=np.float32)
@@ -296,6 +310,41 @@ def _history_features(
             1.0 / (_HIST_K + co) if co is not None else 0.0,
         )
     return out
+
+
+_FILE_QUERY_TERMS = 32
+"""An issue's weighted terms, strongest first, that the whole-file BM25 is asked with: half of
+what its BM25 list reads (64 tokens), for time (docs/benchmarks.md, "A BM25 over whole
+files": +2.01 ms p50 at 100k chunks with 64, +1.87 with 32)."""
+
+
+def _file_bm25_features(
+    state: RankState, paths: Sequence[str | None], files: dict[str, list[int]]
+) -> dict[str, tuple[float, float, float]]:
+    """Per file: its whole-file BM25 score for the question (:mod:`ragloom.index.file_bm25`)
+    over the best among the candidate files, its rank among them by that score (ties keep
+    the candidates' order), and ``log1p`` of the score. An index without a file BM25 gives
+    every file a score of 0 (the learned stage does not run there: :class:`LearnedStage`)."""
+    named = [p for p in (paths[m[0]] for m in files.values()) if p is not None]
+    issue, _ = issue_reading(state)
+    # an issue asks with its weighted terms, strongest first, as its BM25 list does (its raw
+    # text, tracebacks and all, would cost a millisecond to tokenise; docs/benchmarks.md)
+    query = state.query if issue is None else list(issue.terms[:_FILE_QUERY_TERMS])
+    got = state.source.file_bm25_scores(query, named) if named else None
+    scores = {
+        key: (got.get(p, 0.0) if got is not None and (p := paths[m[0]]) is not None else 0.0)
+        for key, m in files.items()
+    }
+    order = sorted(scores, key=lambda k: -scores[k])  # stable: the candidates' order on ties
+    best = scores[order[0]] if order else 0.0
+    return {
+        key: (
+            scores[key] / best if best > 0 else 0.0,
+            _log_rank(rank),
+            math.log1p(max(scores[key], 0.0)),
+        )
+        for rank, key in enumerate(order, 1)
+    }
 
 
 _FIRST_CHUNK = FEATURE_NAMES.index("file_first_chunk")

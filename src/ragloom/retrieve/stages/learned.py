@@ -17,6 +17,7 @@ refused with a clear message. Plain ``hybrid`` runs it on the questions
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from ragloom.retrieve.ranker import RankerModel, RankerModelError, Scorer, load_
 from ragloom.retrieve.roles import change_request
 from ragloom.retrieve.stages.base import RankState, StageBase, issue_reading
 from ragloom.retrieve.stages.features import (
+    BASE_FEATURE_NAMES,
+    BASE_FEATURES_VERSION,
     FEATURE_NAMES,
     FEATURES_VERSION,
     candidate_features,
@@ -33,6 +36,7 @@ from ragloom.retrieve.stages.features import (
 )
 
 __all__ = [
+    "BASE_MODEL",
     "DEFAULT_MODEL",
     "EXPLAIN_FEATURES",
     "LEARNED_DEFAULT",
@@ -48,6 +52,11 @@ __all__ = [
 
 DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker.json"
 """The shipped model (``scripts/train_ranker.py --write``)."""
+BASE_MODEL = DEFAULT_MODEL.with_name("ranker-features3.json")
+"""The model for an index without a BM25 over whole files (made before it, or a PostgreSQL
+repository's): the model shipped before it (``5a82a48d15f7``), fitted on
+:data:`~ragloom.retrieve.stages.features.BASE_FEATURES_VERSION`, whose columns are the first
+of the full set."""
 QUESTION_KINDS = ("off", "issues", "changes", "all")
 LEARNED_DEFAULT = "all"
 """Which questions plain ``hybrid`` re-orders with the model (one of :data:`QUESTION_KINDS`).
@@ -81,13 +90,19 @@ layout") they have the same file figures, ``slots`` function Acc@5 / @10 47.1 / 
 49.0 / 58.8, context recall at 4k / 8k / 13k / 27k 45.7 / 58.6 / 66.9 / 71.2 against
 43.7 / 61.6 / 66.0 / 69.2; sym10k tune symbol recall@10 0.764 against 0.768."""
 
+log = logging.getLogger("ragloom.retrieve")
+
 _lock = threading.Lock()
 _cache: dict[Path, RankerModel] = {}
 
 
-def default_model(path: Path = DEFAULT_MODEL) -> RankerModel:
+def default_model(
+    path: Path = DEFAULT_MODEL,
+    features: str = FEATURES_VERSION,
+    names: tuple[str, ...] = FEATURE_NAMES,
+) -> RankerModel:
     """The model at ``path``, loaded once per process (:class:`RankerModelError` when it is
-    missing, unreadable or fitted on other features)."""
+    missing, unreadable or fitted on other features than ``features`` / ``names``)."""
     with _lock:
         model = _cache.get(path)
         if model is None:
@@ -96,7 +111,7 @@ def default_model(path: Path = DEFAULT_MODEL) -> RankerModel:
                     f"no ranking model at {path}: train one (scripts/train_ranker.py --write) "
                     "or use +handset"
                 )
-            model = load_model(path, features=FEATURES_VERSION, names=FEATURE_NAMES)
+            model = load_model(path, features=features, names=names)
             _cache[path] = model
         return model
 
@@ -130,13 +145,20 @@ class LearnedStage(StageBase):
         return issue is not None or (self.questions == "changes" and change_request(text))
 
     def apply(self, state: RankState) -> None:
-        rowids, x = candidate_features(state, first_only=self.model.level == "file")
+        model = self.model
+        if state.source.file_bm25_scores(state.query, ()) is None:
+            base = _base_model()
+            if base is None:
+                return
+            model = base
+        rowids, x = candidate_features(state, first_only=model.level == "file")
         if len(rowids) < 2:
             return
+        x = x[:, : len(model.names)]  # the base model reads the first columns only
         info = state.source.chunk_info(rowids)
         paths = [info[r][0] if r in info else f"#{r}" for r in rowids]
-        scored, share = _scored_rows(self.model, x, paths)
-        scores = self.model.predict(x[scored])[share]
+        scored, share = _scored_rows(model, x, paths)
+        scores = model.predict(x[scored])[share]
         order = [int(i) for i in np.lexsort((np.arange(len(rowids)), -scores))]
         if WITHIN_FILE != "model":
             keep = {"handset": keep_file_order, "slots": keep_slots}.get(WITHIN_FILE, keep_shape)
@@ -147,7 +169,7 @@ class LearnedStage(StageBase):
         for i, r in enumerate(rowids):
             state.note(r, "learned", round(float(scores[i]), 6))
         if state.explain:
-            contrib = self.model.contributions(x[scored])[share]
+            contrib = model.contributions(x[scored])[share]
             for i, r in enumerate(rowids):
                 top = np.argsort(-np.abs(contrib[i]), kind="stable")[:EXPLAIN_FEATURES]
                 state.note(
@@ -155,6 +177,27 @@ class LearnedStage(StageBase):
                     "learned_features",
                     {FEATURE_NAMES[int(j)]: round(float(contrib[i, j]), 6) for j in top},
                 )
+
+
+_warned = threading.Event()
+
+
+def _base_model() -> RankerModel | None:
+    """The model for an index without a BM25 over whole files (:data:`BASE_MODEL`), said once
+    per process; None (the hand-set order stays) when it cannot be loaded. The shipped model
+    reads each file's whole-file BM25 score, which an index made before it (or a PostgreSQL
+    repository) lacks: made-up zeros would rank worse than either."""
+    if not _warned.is_set():
+        _warned.set()
+        log.warning(
+            "the index has no BM25 over whole files (`ragloom index` adds it to an index "
+            "folder): ranking with the model that does not read it"
+        )
+    try:
+        return default_model(BASE_MODEL, BASE_FEATURES_VERSION, BASE_FEATURE_NAMES)
+    except RankerModelError as exc:
+        log.warning("learned ranking off: %s", exc)
+        return None
 
 
 def _scored_rows(model: Scorer, x: np.ndarray, paths: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -46,7 +46,13 @@ from ragloom.eval.gitrun import (
 )
 from ragloom.eval.stats import format_difference, paired_by_id
 from ragloom.learn.adapt import choose_setting, feedback_examples, fit_adapted, history_examples
-from ragloom.retrieve.adapt import HISTORY_L2, HISTORY_MAX_NORM, AdaptedModel, Example
+from ragloom.retrieve.adapt import (
+    FEEDBACK_MAX_NORM,
+    HISTORY_L2,
+    HISTORY_MAX_NORM,
+    AdaptedModel,
+    Example,
+)
 from ragloom.retrieve.stages.learned import default_model
 from ragloom.server.feedback import FeedbackStore, QueryLogEntry
 
@@ -147,6 +153,38 @@ def _simulated_feedback(
     return feedback_examples(idx, answers, searcher=searched)
 
 
+def _feedback_bed(
+    idx: Index,
+    searched: Any,
+    base: Any,
+    dataset: Sequence[EvalQuery],
+    times: dict[str, float],
+    history: Sequence[Example],
+    setting: tuple[float, float],
+    caps: Sequence[float],
+) -> dict[str, Any]:
+    """The feedback loop on the tune split alone: its older half (by time) rated, as the test
+    report rates every tune question, and its newer half scored, for each feedback cap."""
+    ordered = sorted(dataset, key=lambda q: times.get(q.id, 0.0))
+    rated, scored = ordered[: len(ordered) // 2], ordered[len(ordered) // 2 :]
+    l2, cap = setting
+    auto = fit_adapted(base, history, history_l2=l2, history_max_norm=cap)
+    out: dict[str, Any] = {
+        "rated": len(rated),
+        "scored": len(scored),
+        "auto": _means(idx, searched, scored, auto, "hybrid+learned")["MRR@10"],
+    }
+    fb = _simulated_feedback(idx, searched, rated, auto)
+    adv = _simulated_feedback(idx, searched, rated, auto, 10, legit=False)
+    for c in caps:
+        for name, extra in (("feedback", fb), ("feedback+adversarial10", fb + adv)):
+            m = fit_adapted(
+                base, history, extra, history_l2=l2, history_max_norm=cap, feedback_max_norm=c
+            )
+            out[f"{name} {c}"] = _means(idx, searched, scored, m, "hybrid+learned")["MRR@10"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("eval-out/git"))
@@ -155,7 +193,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repo", action="append", default=[])
     ap.add_argument("--feedback", action="store_true")
     ap.add_argument("--results", type=Path, default=None)
+    ap.add_argument(
+        "--feedback-bed",
+        choices=("test", "tune"),
+        default="test",
+        help="tune: a bed for the feedback's settings that reads no test question (each "
+        "repository's older tune questions rated, its newer ones scored; the tune split only)",
+    )
+    ap.add_argument(
+        "--feedback-cap",
+        type=float,
+        action="append",
+        default=[],
+        help="feedback correction caps compared on the tune bed (repeatable; default the shipped)",
+    )
     args = ap.parse_args(argv)
+    caps = args.feedback_cap or [FEEDBACK_MAX_NORM]
     specs = load_repo_specs(tomllib.loads(args.repos.read_text()))
     base = default_model()
     results: dict[str, Any] = {"grid": GRID, "default": [HISTORY_L2, HISTORY_MAX_NORM], "repos": {}}
@@ -178,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         idx = Index.at(index_dir)
         try:
             whole = build_history(git_dir, spec.commit, ALL, repo_dir / "history-all")
-            for part in ("tune", "test"):
+            for part in ("tune",) if args.feedback_bed == "tune" else ("tune", "test"):
                 dataset = [q for q in load_dataset(qfile) if split[q.id] == part]
                 t0 = time.perf_counter()
                 idx.retriever.history = whole
@@ -210,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
                 row["auto"] = _means(idx, searched, dataset, auto, "hybrid+learned", scores["auto"])
                 row["auto"]["setting"] = setting  # type: ignore[assignment]
                 row["validation_mrr"] = figures
+                if args.feedback_bed == "tune":
+                    row["bed"] = _feedback_bed(
+                        idx, searched, base, dataset, times, used, (l2, cap), caps
+                    )
                 if args.feedback and part == "test":
                     tune_q = [q for q in load_dataset(qfile) if split[q.id] == "tune"]
                     fb = _simulated_feedback(idx, searched, tune_q, auto)
@@ -235,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
                     if isinstance(v, dict) and k in SHOWN
                 )
                 print(f"{spec.name} {part} ({len(examples)} ex, {mined:.0f}s): {shown}", flush=True)
+                if "bed" in row:
+                    bed = row["bed"]
+                    print(f"  bed: {json.dumps(bed)}", flush=True)
         finally:
             idx.close()
         results["repos"][spec.name] = per

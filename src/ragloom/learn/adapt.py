@@ -271,9 +271,11 @@ def fit_adapted(
     meta: dict[str, Any] | None = None,
     history_l2: float = HISTORY_L2,
     history_max_norm: float = HISTORY_MAX_NORM,
+    feedback_max_norm: float = FEEDBACK_MAX_NORM,
 ) -> AdaptedModel | None:
     """The repository's model over ``base``, or None when neither part has enough examples
-    (:data:`~ragloom.retrieve.adapt.MIN_EXAMPLES`, :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`)."""
+    (:data:`~ragloom.retrieve.adapt.MIN_EXAMPLES`, :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`).
+    ``feedback_max_norm``: the feedback correction's length cap (an evaluation's grid)."""
     meta = dict(meta or {})
     use_history = len(history) >= MIN_EXAMPLES
     use_feedback = len(feedback) >= MIN_FEEDBACK
@@ -294,7 +296,7 @@ def fit_adapted(
     if use_feedback:
         scores = [base.predict(e.x) + ((e.x - mean) / scale) @ d_hist for e in feedback]
         d_fb = fit_correction(
-            feedback, scores, mean, scale, l2=FEEDBACK_L2, max_norm=FEEDBACK_MAX_NORM
+            feedback, scores, mean, scale, l2=FEEDBACK_L2, max_norm=feedback_max_norm
         )
     return AdaptedModel(base, mean, scale, d_hist, d_fb, meta)
 

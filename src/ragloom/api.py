@@ -354,7 +354,7 @@ class Index:
                     (self.index_dir / name).unlink(missing_ok=True)
                 import shutil
 
-                for sub in ("bm25", "vectors"):
+                for sub in ("bm25", FILE_BM25_DIR, "vectors"):
                     shutil.rmtree(self.index_dir / sub, ignore_errors=True)
             old = read_manifest(self.index_dir) if self.exists else None
             emb_arg = self._embedder_arg
@@ -384,6 +384,7 @@ class Index:
                 import shutil
 
                 shutil.rmtree(self.index_dir / "bm25", ignore_errors=True)
+                shutil.rmtree(self.index_dir / FILE_BM25_DIR, ignore_errors=True)
             store = Store(self.index_dir / DB_NAME)
             try:
                 try:

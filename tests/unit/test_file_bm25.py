@@ -211,3 +211,12 @@ def test_the_watcher_path_of_the_indexer_keeps_the_engine_exact(tmp_path: Path) 
     (key,) = want
     assert engine.scores_of("widget total", [key])[key] > 0  # the new text of a.py
     store.close()
+
+
+def test_the_sync_reports_its_progress(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db.sqlite")
+    for i in range(3):
+        _put(store, f"m{i}.py", [f"def f{i}(): pass"], f"{i}" * 32)
+    seen: list[tuple[str, int, int]] = []
+    assert sync_file_bm25_or_rebuild(store, tmp_path, lambda *a: seen.append(a)) == 3
+    assert seen[0] == ("bm25-files", 0, 3) and seen[-1] == ("bm25-files", 3, 3)

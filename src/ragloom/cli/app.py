@@ -57,6 +57,7 @@ def progress_bars(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
         "scan": "scan files",
         "parse": "parse",
         "bm25": "bm25",
+        "bm25-files": "file bm25",
         "embed": "embed",
         "vectors": "vectors",
         "graph": "graph",

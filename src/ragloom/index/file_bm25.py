@@ -55,6 +55,8 @@ FILE_BM25_DIR = "bm25-files"
 """The engine's folder inside an index folder."""
 FILE_FIELDS = ("body",)
 """A file document has one field: its path and text."""
+ProgressFn = Callable[[str, int, int], None]
+"""progress(stage, done, total), as the indexer's."""
 _FEED_BATCH = 500
 """Files whose chunk texts are read from the store at once."""
 
@@ -97,10 +99,12 @@ def open_file_bm25(index_dir: Path, *, create: bool = False) -> TantivyBm25 | No
     return TantivyBm25(directory, create=create, fields=FILE_FIELDS)
 
 
-def sync_file_bm25(store: FileVersions, engine: TantivyBm25) -> int:
+def sync_file_bm25(
+    store: FileVersions, engine: TantivyBm25, progress: ProgressFn | None = None
+) -> int:
     """Make ``engine`` hold exactly the file versions of the published and the pending
     generation; returns the documents added. Idempotent, so a run killed anywhere is
-    repaired by the next."""
+    repaired by the next. ``progress(stage, done, total)`` hears ``bm25-files``."""
     published, pending = store.file_versions()
     want: dict[int, tuple[str, bool]] = {}
     for path, digest in published.items():
@@ -115,12 +119,16 @@ def sync_file_bm25(store: FileVersions, engine: TantivyBm25) -> int:
         return 0
     docs: list[tuple[int, str]] = []
     todo = [(int(k), *want[int(k)]) for k in add.tolist()]
+    if progress is not None:
+        progress("bm25-files", 0, len(todo))
     for side in (False, True):
         part = [(k, p) for k, p, pend in todo if pend is side]
         for start in range(0, len(part), _FEED_BATCH):
             batch = part[start : start + _FEED_BATCH]
             texts = store.file_texts([p for _, p in batch], pending=side)
             docs.extend((k, file_document(p, texts.get(p, ()))) for k, p in batch)
+            if progress is not None:
+                progress("bm25-files", len(docs), len(todo))
     engine.apply(docs, remove.tolist())
     return len(docs)
 
@@ -142,23 +150,28 @@ def add_pending_files(store: FileVersions, engine: TantivyBm25, paths: Sequence[
     return stale
 
 
-def sync_file_bm25_or_rebuild(store: FileVersions, index_dir: Path) -> int:
+def sync_file_bm25_or_rebuild(
+    store: FileVersions, index_dir: Path, progress: ProgressFn | None = None
+) -> int:
     """:func:`sync_file_bm25` on ``index_dir``'s engine (created when missing); an engine that
     cannot be opened or written is rebuilt from the store, the source of truth."""
     directory = index_dir / FILE_BM25_DIR
     try:
         engine = TantivyBm25(directory, create=True, fields=FILE_FIELDS)
-        return sync_file_bm25(store, engine)
+        return sync_file_bm25(store, engine, progress)
     except (DbError, ValueError) as exc:
         log.warning(
             "file bm25 index unusable, rebuilding",
             extra={"path": str(directory), "error": str(exc)},
         )
-    return sync_file_bm25(store, TantivyBm25.reset(directory, FILE_FIELDS))
+    return sync_file_bm25(store, TantivyBm25.reset(directory, FILE_FIELDS), progress)
 
 
 def sync_around_publish(
-    store: FileVersions, index_dir: Path, changed: Sequence[str] | None
+    store: FileVersions,
+    index_dir: Path,
+    changed: Sequence[str] | None,
+    progress: ProgressFn | None = None,
 ) -> Callable[[], object]:
     """Before a publish, bring ``index_dir``'s file engine in line (the versions of both
     generations); returns what to run after the publish (drop the replaced versions).
@@ -173,8 +186,8 @@ def sync_around_publish(
                 return lambda: _drop_or_sync(store, index_dir, engine, stale)
         except (DbError, ValueError) as exc:
             log.warning("file bm25 update failed, syncing", extra={"error": str(exc)})
-    sync_file_bm25_or_rebuild(store, index_dir)
-    return lambda: sync_file_bm25_or_rebuild(store, index_dir)
+    sync_file_bm25_or_rebuild(store, index_dir, progress)
+    return lambda: sync_file_bm25_or_rebuild(store, index_dir, progress)
 
 
 def _drop_or_sync(

@@ -379,7 +379,9 @@ def _apply_update(
         bm25 = TantivyBm25.reset(bm25_dir)
     bm25 = _sync_bm25_or_rebuild(store, bm25, progress, recent=recent_only)
     changed = [p.sf.rel for p in parsed] + list(removed)
-    after_publish = sync_around_publish(store, index_dir, changed if recent_only else None)
+    after_publish = sync_around_publish(
+        store, index_dir, changed if recent_only else None, progress
+    )
     spec = _vectors_spec(index_dir, embedder)
     vectors: HnswVectors | None = None
     key = spec[2] if spec is not None else ""

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ragloom.index")
 
 ProgressFn = Callable[[str, int, int], None]
-"""progress(stage, done, total): stages are scan, parse, bm25, embed, vectors."""
+"""progress(stage, done, total): stages are scan, parse, bm25, bm25-files, embed, vectors."""
 
 EMBED_COMMIT_BATCH = 256
 """Texts embedded between two store commits: bounds the work lost to an interruption."""

@@ -15,7 +15,14 @@ helpful, the best-ranked other chunk not helpful), through a real feedback store
 refitted with that feedback and the test questions asked again; then 10 adversarial ratings
 (the gold rated not helpful and a wrong chunk helpful) are added alone, and on top.
 
+``--feedback-bed tune`` measures the feedback's settings without a test question: each
+repository's older tune questions (by time) are rated, its newer ones scored, for every
+``--feedback-cap`` (how ``FEEDBACK_MAX_NORM`` was chosen; docs/ranking.md, "A BM25 over whole
+files").
+
     .venv/bin/python scripts/eval_adapt.py --out eval-out/git [--feedback] [--repo chi]
+    .venv/bin/python scripts/eval_adapt.py --out eval-out/git --feedback-bed tune \
+        --feedback-cap 0.25 --feedback-cap 0.1 --feedback-cap 0.05
 
 Writes OUT/adapt-results.json; prints per repository MRR@10 and R@10 per method.
 """

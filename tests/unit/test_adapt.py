@@ -87,6 +87,22 @@ def test_feedback_is_bounded_and_labels_order_pairs() -> None:
     assert model.feedback_changes()[0][0] in ("a", "c")
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 50), frozen=st.lists(st.integers(0, 2), max_size=3, unique=True))
+def test_frozen_columns_stay_zero(seed: int, frozen: list[int]) -> None:
+    """The history correction leaves the whole-file BM25 columns alone (HISTORY_FROZEN): a
+    frozen column gets no weight, whatever the examples say of it."""
+    ex = _examples(12, seed)
+    scores = [np.zeros(10) for _ in ex]
+    free = fit_correction(ex, scores, np.zeros(3), np.ones(3), l2=0.1, max_norm=1.0, steps=50)
+    delta = fit_correction(
+        ex, scores, np.zeros(3), np.ones(3), l2=0.1, max_norm=1.0, steps=50, frozen=frozen
+    )
+    assert not delta[frozen].any()
+    if not frozen:
+        assert np.array_equal(delta, free)
+
+
 def test_no_pairs_no_correction() -> None:
     ex = [Example(np.ones((4, 3)), np.zeros(4, dtype=int))]
     d = fit_correction(ex, [np.zeros(4)], np.zeros(3), np.ones(3), l2=1.0, max_norm=1.0)

@@ -42,6 +42,7 @@ from ragloom.retrieve.adapt import (
     ADAPTED_MODEL_NAME,
     FEEDBACK_L2,
     FEEDBACK_MAX_NORM,
+    HISTORY_FROZEN,
     HISTORY_L2,
     HISTORY_MAX_NORM,
     MIN_EXAMPLES,
@@ -289,8 +290,9 @@ def fit_adapted(
     d_hist = np.zeros(n)
     if use_history:
         scores = [base.predict(e.x) for e in history]
+        frozen = [i for i, name in enumerate(base.names) if name in HISTORY_FROZEN]
         d_hist = fit_correction(
-            history, scores, mean, scale, l2=history_l2, max_norm=history_max_norm
+            history, scores, mean, scale, l2=history_l2, max_norm=history_max_norm, frozen=frozen
         )
     d_fb = np.zeros(n)
     if use_feedback:

@@ -220,3 +220,12 @@ def test_the_sync_reports_its_progress(tmp_path: Path) -> None:
     seen: list[tuple[str, int, int]] = []
     assert sync_file_bm25_or_rebuild(store, tmp_path, lambda *a: seen.append(a)) == 3
     assert seen[0] == ("bm25-files", 0, 3) and seen[-1] == ("bm25-files", 3, 3)
+
+
+def test_a_batch_without_a_pending_generation_replaces_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db.sqlite")
+    _put(store, "a.py", ["def alpha(): pass"], "a" * 32)
+    engine = TantivyBm25(tmp_path / FILE_BM25_DIR, create=True, fields=("body",))
+    sync_file_bm25(store, engine)
+    assert add_pending_files(store, engine, ["a.py"]) == []
+    assert engine.held_rowids().tolist() == [file_key("a.py", "a" * 32)]

@@ -75,6 +75,10 @@ class FileVersions(Protocol):
         """The chunk texts of each of ``paths`` in the published (or pending) generation."""
         ...
 
+    def pending_generation(self) -> int | None:
+        """The generation an update is writing and has not published yet, if any."""
+        ...
+
 
 def file_key(path: str, content_hash: str) -> int:
     """The engine key of one version of one file: 63 bits of a hash of its path and content
@@ -138,7 +142,10 @@ def add_pending_files(store: FileVersions, engine: TantivyBm25, paths: Sequence[
     engine in step before it (a watcher's batch): add the pending versions of ``paths``, and
     return the keys of their published versions that the update replaces (drop them after
     the publish: ``engine.apply([], keys)``). Reads those files only, not the whole store. A
-    run killed between the two leaves keys the next full sync removes."""
+    run killed between the two leaves keys the next full sync removes. Nothing without a
+    pending generation (then nothing is replaced)."""
+    if not paths or store.pending_generation() is None:
+        return []
     published, pending = store.file_versions(paths)
     new = {file_key(p, h): p for p, h in pending.items() if published.get(p) != h}
     stale = [file_key(p, h) for p, h in published.items() if pending.get(p) != h]

@@ -93,7 +93,7 @@ FEATURE_NAMES: tuple[str, ...] = (
 
 BASE_FEATURES_VERSION = "ragloom-ltr-features-3"
 """The feature set before the whole-file BM25 columns: the model for an index without a file
-BM25 (made before it, or a PostgreSQL repository's) reads it."""
+BM25 (one made before it) reads it."""
 BASE_FEATURE_NAMES: tuple[str, ...] = FEATURE_NAMES[: FEATURE_NAMES.index("file_bm25_ratio")]
 """The columns of :data:`BASE_FEATURES_VERSION`: the first columns of :data:`FEATURE_NAMES`."""
 

@@ -53,10 +53,10 @@ __all__ = [
 DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker.json"
 """The shipped model (``scripts/train_ranker.py --write``)."""
 BASE_MODEL = DEFAULT_MODEL.with_name("ranker-features3.json")
-"""The model for an index without a BM25 over whole files (made before it, or a PostgreSQL
-repository's): the model shipped before it (``5a82a48d15f7``), fitted on
-:data:`~ragloom.retrieve.stages.features.BASE_FEATURES_VERSION`, whose columns are the first
-of the full set."""
+"""The model for an index without a BM25 over whole files (an index folder made before it, or
+a PostgreSQL serving node's BM25 folder built before it): the model shipped before it
+(``5a82a48d15f7``), fitted on :data:`~ragloom.retrieve.stages.features.BASE_FEATURES_VERSION`,
+whose columns are the first of the full set."""
 QUESTION_KINDS = ("off", "issues", "changes", "all")
 LEARNED_DEFAULT = "all"
 """Which questions plain ``hybrid`` re-orders with the model (one of :data:`QUESTION_KINDS`).
@@ -185,8 +185,8 @@ _warned = threading.Event()
 def _base_model() -> RankerModel | None:
     """The model for an index without a BM25 over whole files (:data:`BASE_MODEL`), said once
     per process; None (the hand-set order stays) when it cannot be loaded. The shipped model
-    reads each file's whole-file BM25 score, which an index made before it (or a PostgreSQL
-    repository) lacks: made-up zeros would rank worse than either."""
+    reads each file's whole-file BM25 score, which an index made before it lacks: made-up
+    zeros would rank worse than either."""
     if not _warned.is_set():
         _warned.set()
         log.warning(

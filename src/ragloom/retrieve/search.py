@@ -151,8 +151,8 @@ class Retriever:
         self.bm25 = bm25
         self.file_bm25: FileScorer | None = None
         """BM25 over whole files (:mod:`ragloom.index.file_bm25`), which the learned stage's
-        features read; None when the index has none (the stage then keeps the hand-set
-        order)."""
+        features read; None when the index has none (the stage then ranks with the model that
+        does not read it, :data:`~ragloom.retrieve.stages.learned.BASE_MODEL`)."""
         self.vectors = vectors
         self.rrf = rrf if rrf is not None else PROSE_RRF
         self.keyword_rrf = rrf if rrf is not None else KEYWORD_RRF

@@ -324,7 +324,8 @@ def _file_bm25_features(
     """Per file: its whole-file BM25 score for the question (:mod:`ragloom.index.file_bm25`)
     over the best among the candidate files, its rank among them by that score (ties keep
     the candidates' order), and ``log1p`` of the score. An index without a file BM25 gives
-    every file a score of 0 (the learned stage does not run there: :class:`LearnedStage`)."""
+    every file a score of 0 (the learned stage then ranks with a model that does not read
+    these columns: :data:`~ragloom.retrieve.stages.learned.BASE_MODEL`)."""
     named = [p for p in (paths[m[0]] for m in files.values()) if p is not None]
     issue, _ = issue_reading(state)
     # an issue asks with its weighted terms, strongest first, as its BM25 list does (its raw

@@ -55,8 +55,11 @@ from ragloom.eval.stats import format_difference, paired_by_id
 from ragloom.learn.adapt import choose_setting, feedback_examples, fit_adapted, history_examples
 from ragloom.retrieve.adapt import (
     FEEDBACK_MAX_NORM,
+    FEEDBACK_PAIRS,
     HISTORY_L2,
     HISTORY_MAX_NORM,
+    HISTORY_PAIRS,
+    PAIR_WEIGHTINGS,
     AdaptedModel,
     Example,
 )
@@ -68,6 +71,8 @@ ALL = 2**40
 GRID = [(0.1, 0.5), (1.0, 1.0)]
 MAX_EXAMPLES = 200
 RATED_HITS = 10
+HISTORY_PAIRS_USED = HISTORY_PAIRS
+FEEDBACK_PAIRS_USED = FEEDBACK_PAIRS
 SHOWN = ("handset", "global", "auto", "feedback", "adversarial10", "feedback+adversarial10")
 
 
@@ -76,6 +81,13 @@ def _split_of(path: Path) -> dict[str, str]:
         str(o["id"]): str(o.get("split", "test"))
         for o in (json.loads(ln) for ln in path.read_text().splitlines() if ln.strip())
     }
+
+
+def _fit(*args: Any, **kw: Any) -> AdaptedModel | None:
+    """:func:`fit_adapted` with the history pair weighting this run measures (``--pairs``)."""
+    return fit_adapted(
+        *args, history_pairs=HISTORY_PAIRS_USED, feedback_pairs=FEEDBACK_PAIRS_USED, **kw
+    )
 
 
 def _means(
@@ -175,7 +187,7 @@ def _feedback_bed(
     ordered = sorted(dataset, key=lambda q: times.get(q.id, 0.0))
     rated, scored = ordered[: len(ordered) // 2], ordered[len(ordered) // 2 :]
     l2, cap = setting
-    auto = fit_adapted(base, history, history_l2=l2, history_max_norm=cap)
+    auto = _fit(base, history, history_l2=l2, history_max_norm=cap)
     out: dict[str, Any] = {
         "rated": len(rated),
         "scored": len(scored),
@@ -185,9 +197,7 @@ def _feedback_bed(
     adv = _simulated_feedback(idx, searched, rated, auto, 10, legit=False)
     for c in caps:
         for name, extra in (("feedback", fb), ("feedback+adversarial10", fb + adv)):
-            m = fit_adapted(
-                base, history, extra, history_l2=l2, history_max_norm=cap, feedback_max_norm=c
-            )
+            m = _fit(base, history, extra, history_l2=l2, history_max_norm=cap, feedback_max_norm=c)
             out[f"{name} {c}"] = _means(idx, searched, scored, m, "hybrid+learned")["MRR@10"]
     return out
 
@@ -214,11 +224,43 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="feedback correction caps compared on the tune bed (repeatable; default the shipped)",
     )
+    ap.add_argument(
+        "--pairs",
+        choices=PAIR_WEIGHTINGS,
+        default=HISTORY_PAIRS,
+        help="the history correction's pair weighting (default the shipped one)",
+    )
+    ap.add_argument(
+        "--feedback-pairs",
+        choices=PAIR_WEIGHTINGS,
+        default=FEEDBACK_PAIRS,
+        help="the feedback correction's pair weighting (default the shipped one)",
+    )
+    ap.add_argument(
+        "--setting",
+        default=None,
+        metavar="L2/CAP",
+        help="the history correction's L2 and length cap (default the shipped ones)",
+    )
     args = ap.parse_args(argv)
+    setting_used = (
+        tuple(float(v) for v in args.setting.split("/"))
+        if args.setting
+        else (HISTORY_L2, HISTORY_MAX_NORM)
+    )
+    global HISTORY_PAIRS_USED, FEEDBACK_PAIRS_USED
+    HISTORY_PAIRS_USED = args.pairs
+    FEEDBACK_PAIRS_USED = args.feedback_pairs
     caps = args.feedback_cap or [FEEDBACK_MAX_NORM]
     specs = load_repo_specs(tomllib.loads(args.repos.read_text()))
     base = default_model()
-    results: dict[str, Any] = {"grid": GRID, "default": [HISTORY_L2, HISTORY_MAX_NORM], "repos": {}}
+    results: dict[str, Any] = {
+        "grid": GRID,
+        "default": list(setting_used),
+        "history_pairs": args.pairs,
+        "feedback_pairs": args.feedback_pairs,
+        "repos": {},
+    }
     pooled: dict[str, dict[str, float]] = {}
     """Every repository's test questions, per arm (ids prefixed by the repository)."""
     for spec in specs:
@@ -260,13 +302,15 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 models: dict[str, AdaptedModel | None] = {}
                 for l2, cap in GRID:
-                    m = fit_adapted(base, examples, history_l2=l2, history_max_norm=cap)
+                    m = _fit(base, examples, history_l2=l2, history_max_norm=cap)
                     models[f"{l2}/{cap}"] = m
                     row[f"adapted {l2}/{cap}"] = _means(idx, searched, dataset, m, "hybrid+learned")
                 setting, figures = choose_setting(base, examples)
+                if args.setting:
+                    setting = setting_used
                 l2, cap = setting or (HISTORY_L2, HISTORY_MAX_NORM)
                 used = examples if setting is not None else []
-                auto = fit_adapted(base, used, history_l2=l2, history_max_norm=cap)
+                auto = _fit(base, used, history_l2=l2, history_max_norm=cap)
                 row["auto"] = _means(idx, searched, dataset, auto, "hybrid+learned", scores["auto"])
                 row["auto"]["setting"] = setting  # type: ignore[assignment]
                 row["validation_mrr"] = figures
@@ -280,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                     adv = _simulated_feedback(idx, searched, tune_q, auto, 10, legit=False)
                     for name, extra in (("feedback", fb), ("adversarial10", adv),
                                         ("feedback+adversarial10", fb + adv)):  # fmt: skip
-                        m = fit_adapted(base, used, extra, history_l2=l2, history_max_norm=cap)
+                        m = _fit(base, used, extra, history_l2=l2, history_max_norm=cap)
                         row[name] = _means(
                             idx, searched, dataset, m, "hybrid+learned", scores.get(name)
                         )

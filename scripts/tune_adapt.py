@@ -1,7 +1,8 @@
 """Choose the per-repository adaptation's settings on the mined repositories, each one left out
 of the global model it is adapted from (issue 22; docs/ranking.md "Per-repository adaptation").
 
-    python scripts/tune_adapt.py [--data eval-out/ltr] [--lookups] [--out eval-out/adapt-loo]
+    python scripts/tune_adapt.py [--data eval-out/ltr] [--lookups] [--out eval-out/adapt-loo] \
+        [--pairs all --pairs lambda] [--cache eval-out/adapt-loo/models]
 
 Until the eighth session the commit evaluation's seven repositories were mined into the shipped
 model (their older history), so adapting to them re-learnt what the global model had seen, and
@@ -35,7 +36,14 @@ import train_ranker as tr  # noqa: E402
 
 from ragloom.eval.mining import load_groups  # noqa: E402
 from ragloom.learn import adapt as learn_adapt  # noqa: E402
-from ragloom.retrieve.adapt import HISTORY_L2, HISTORY_MAX_NORM, Example  # noqa: E402
+from ragloom.retrieve.adapt import (  # noqa: E402
+    HISTORY_L2,
+    HISTORY_MAX_NORM,
+    HISTORY_PAIRS,
+    PAIR_WEIGHTINGS,
+    Example,
+)
+from ragloom.retrieve.ranker import model_from_dict  # noqa: E402
 
 GRID = (
     (HISTORY_L2, HISTORY_MAX_NORM),
@@ -74,7 +82,22 @@ def main(argv: list[str] | None = None) -> int:
         help="fit no global model on these repositories either (train_ranker.py --leave-out; "
         "`evaluation`, as the shipped model since the eighth session)",
     )
+    ap.add_argument(
+        "--pairs",
+        action="append",
+        default=[],
+        choices=PAIR_WEIGHTINGS,
+        help="the history correction's pair weightings to measure (repeatable; default the "
+        "shipped one); rows other than the shipped one are named PAIRS:L2/CAP",
+    )
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="keep each left-out global model here and reuse it (the same data and flags)",
+    )
     args = ap.parse_args(argv)
+    weightings = args.pairs or [HISTORY_PAIRS]
     left_out = tr.leave_out(args.leave_out)
     files = sorted(args.data.glob("groups-*.jsonl"))
     if args.lookups:
@@ -92,9 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
     for repo in repos:
-        base = tr.fit_trees(
-            [tr.file_rows(g) for g in groups if g["repo"] != repo and g["repo"] not in left_out]
-        )
+        cached = args.cache / f"{repo.replace('/', '+')}.json" if args.cache else None
+        if cached is not None and cached.is_file():
+            base = model_from_dict(json.loads(cached.read_text(encoding="utf-8")))
+        else:
+            base = tr.fit_trees(
+                [tr.file_rows(g) for g in groups if g["repo"] != repo and g["repo"] not in left_out]
+            )
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                cached.write_text(json.dumps(base.to_dict()) + "\n", encoding="utf-8")
         own = [g for g in groups if g["repo"] == repo and g.get("kind", "commit") == "commit"]
         train = [g for g in own if g["split"] == "train"]
         train.sort(key=lambda g: -questions.get(g["id"], 0))  # newest first
@@ -103,9 +133,15 @@ def main(argv: list[str] | None = None) -> int:
         test = [g for g in own if g["split"] == "test"]
         res: dict[str, Any] = {"examples": len(history), "test": len(test)}
         res["global"] = tr.evaluate(test, base.predict)["all"][0]
-        for l2, cap in GRID:
-            m = learn_adapt.fit_adapted(base, history, history_l2=l2, history_max_norm=cap)
-            res[f"{l2}/{cap}"] = tr.evaluate(test, m.predict)["all"][0] if m else res["global"]
+        for pairs in weightings:
+            name = "" if pairs == HISTORY_PAIRS else f"{pairs}:"
+            for l2, cap in GRID:
+                m = learn_adapt.fit_adapted(
+                    base, history, history_l2=l2, history_max_norm=cap, history_pairs=pairs
+                )
+                res[f"{name}{l2}/{cap}"] = (
+                    tr.evaluate(test, m.predict)["all"][0] if m else res["global"]
+                )
         for l2, cap in GRID:
             learn_adapt.SETTINGS = ((l2, cap),)
             setting, figures = learn_adapt.choose_setting(base, history)
@@ -122,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("\n| setting | mean MRR@10 | raised | lowered | level |")
     print("|---|---:|---:|---:|---:|")
-    for key in ["global", *(f"{a}/{b}" for a, b in GRID), *(f"checked {a}/{b}" for a, b in GRID)]:
+    names = ["" if p == HISTORY_PAIRS else f"{p}:" for p in weightings]
+    keys = [f"{n}{a}/{b}" for n in names for a, b in GRID]
+    for key in ["global", *keys, *(f"checked {a}/{b}" for a, b in GRID)]:
         d = [results[r][key] - results[r]["global"] for r in results]
         print(
             f"| {key} | {statistics.fmean(results[r][key] for r in results):.4f} | "

@@ -16,6 +16,7 @@ from ragloom.retrieve.adapt import (
     FEEDBACK_MAX_NORM,
     MIN_EXAMPLES,
     MIN_FEEDBACK,
+    PAIR_WEIGHTINGS,
     AdaptedModel,
     Example,
     adapted_from_dict,
@@ -101,6 +102,62 @@ def test_frozen_columns_stay_zero(seed: int, frozen: list[int]) -> None:
     assert not delta[frozen].any()
     if not frozen:
         assert np.array_equal(delta, free)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    cap=st.floats(0.01, 3.0),
+    seed=st.integers(0, 50),
+    pairs=st.sampled_from(PAIR_WEIGHTINGS),
+    frozen=st.lists(st.integers(0, 2), max_size=2, unique=True),
+)
+def test_every_pair_weighting_is_capped_frozen_and_deterministic(
+    cap: float, seed: int, pairs: str, frozen: list[int]
+) -> None:
+    ex = _examples(12, seed)
+    scores = [np.random.default_rng(seed).normal(size=10) for _ in ex]
+    kw = {"l2": 0.1, "max_norm": cap, "steps": 40, "pairs": pairs, "frozen": frozen}
+    delta = fit_correction(ex, scores, np.zeros(3), np.ones(3), **kw)  # type: ignore[arg-type]
+    again = fit_correction(ex, scores, np.zeros(3), np.ones(3), **kw)  # type: ignore[arg-type]
+    assert np.linalg.norm(delta) <= cap + 1e-9
+    assert not delta[frozen].any()
+    assert np.array_equal(delta, again)
+
+
+def test_rank_weighted_pairs_ignore_what_cannot_move_a_reciprocal_rank_at_10() -> None:
+    """``static``: a pair weighs what swapping it would move 1/rank (ranks past 10 worth 0), so
+    a right answer already first and far ahead, or two candidates both past 10, teach nothing;
+    ``all`` learns from every pair alike."""
+    n = 30
+    # candidate i is ranked i + 1 by the base scores; feature 1 marks the right answer (rank 25),
+    # feature 2 marks ranks 21-30 (the answer among them). Against the top ten, both features
+    # tell the answer apart alike; against ranks 21-30 only feature 1 does, and those pairs
+    # count under ``all`` alone
+    x = np.zeros((n, 3))
+    x[24, 1] = 1.0
+    x[20:, 2] = 1.0
+    labels = np.zeros(n, dtype=int)
+    labels[24] = 1
+    ex = [Example(x, labels)]
+    scores = [np.linspace(1.0, 0.0, n)]
+    mean, scale = np.zeros(3), np.ones(3)
+    kw = {"l2": 1.0, "max_norm": 10.0, "steps": 200}
+    every = fit_correction(ex, scores, mean, scale, pairs="all", **kw)  # type: ignore[arg-type]
+    top = fit_correction(ex, scores, mean, scale, pairs="static", **kw)  # type: ignore[arg-type]
+    assert every[2] > 1e-6 and top[2] > 1e-6
+    assert top[2] / top[1] == pytest.approx(1.0)
+    assert every[2] / every[1] < 1.0
+    with pytest.raises(ValueError, match="pair weighting"):
+        fit_correction(ex, scores, mean, scale, pairs="nope", **kw)  # type: ignore[arg-type]
+
+
+def test_lambda_pairs_lift_a_right_answer_into_the_top() -> None:
+    base = _base()
+    ex = _examples(MIN_EXAMPLES + 10)
+    model = fit_adapted(base, ex, history_pairs="lambda")
+    assert model is not None and model.history[1] > 0.1
+    after = pairwise_mrr(ex, [model.predict(e.x) for e in ex])
+    assert after > pairwise_mrr(ex, [base.predict(e.x) for e in ex])
 
 
 def test_no_pairs_no_correction() -> None:

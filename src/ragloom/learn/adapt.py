@@ -42,9 +42,11 @@ from ragloom.retrieve.adapt import (
     ADAPTED_MODEL_NAME,
     FEEDBACK_L2,
     FEEDBACK_MAX_NORM,
+    FEEDBACK_PAIRS,
     HISTORY_FROZEN,
     HISTORY_L2,
     HISTORY_MAX_NORM,
+    HISTORY_PAIRS,
     MIN_EXAMPLES,
     MIN_FEEDBACK,
     AdaptedModel,
@@ -273,10 +275,14 @@ def fit_adapted(
     history_l2: float = HISTORY_L2,
     history_max_norm: float = HISTORY_MAX_NORM,
     feedback_max_norm: float = FEEDBACK_MAX_NORM,
+    history_pairs: str = HISTORY_PAIRS,
+    feedback_pairs: str = FEEDBACK_PAIRS,
 ) -> AdaptedModel | None:
     """The repository's model over ``base``, or None when neither part has enough examples
     (:data:`~ragloom.retrieve.adapt.MIN_EXAMPLES`, :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`).
-    ``feedback_max_norm``: the feedback correction's length cap (an evaluation's grid)."""
+    ``feedback_max_norm``: the feedback correction's length cap, ``history_pairs`` the history
+    correction's pair weighting and ``feedback_pairs`` the feedback's
+    (:func:`~ragloom.retrieve.adapt.fit_correction`; an evaluation's grid)."""
     meta = dict(meta or {})
     use_history = len(history) >= MIN_EXAMPLES
     use_feedback = len(feedback) >= MIN_FEEDBACK
@@ -292,13 +298,26 @@ def fit_adapted(
         scores = [base.predict(e.x) for e in history]
         frozen = [i for i, name in enumerate(base.names) if name in HISTORY_FROZEN]
         d_hist = fit_correction(
-            history, scores, mean, scale, l2=history_l2, max_norm=history_max_norm, frozen=frozen
+            history,
+            scores,
+            mean,
+            scale,
+            l2=history_l2,
+            max_norm=history_max_norm,
+            frozen=frozen,
+            pairs=history_pairs,
         )
     d_fb = np.zeros(n)
     if use_feedback:
         scores = [base.predict(e.x) + ((e.x - mean) / scale) @ d_hist for e in feedback]
         d_fb = fit_correction(
-            feedback, scores, mean, scale, l2=FEEDBACK_L2, max_norm=feedback_max_norm
+            feedback,
+            scores,
+            mean,
+            scale,
+            l2=FEEDBACK_L2,
+            max_norm=feedback_max_norm,
+            pairs=feedback_pairs,
         )
     return AdaptedModel(base, mean, scale, d_hist, d_fb, meta)
 

@@ -36,9 +36,13 @@ __all__ = [
     "ADAPTED_FORMAT",
     "ADAPTED_MODEL_NAME",
     "FEEDBACK_MAX_NORM",
+    "FEEDBACK_PAIRS",
     "HISTORY_MAX_NORM",
+    "HISTORY_PAIRS",
     "MIN_EXAMPLES",
     "MIN_FEEDBACK",
+    "PAIRS",
+    "PAIR_WEIGHTINGS",
     "AdaptedModel",
     "Example",
     "RepositoryRanker",
@@ -90,6 +94,13 @@ STEPS = 300
 LEARNING_RATE = 0.0
 """Gradient step; 0: the inverse of the loss's curvature bound (a step that cannot diverge,
 whatever the L2)."""
+PAIR_WEIGHTINGS = ("all", "static", "lambda")
+PAIRS = "all"
+"""How the corrections weigh an example's pairs (:func:`fit_correction`)."""
+HISTORY_PAIRS = PAIRS
+"""The history correction's pair weighting."""
+FEEDBACK_PAIRS = PAIRS
+"""The feedback correction's pair weighting."""
 UNRATED_OVER_NEGATIVE = 0.5
 """Weight of the pairs "an unrated candidate above one rated not helpful" against "a helpful
 one above the rest" (1.0)."""
@@ -157,36 +168,66 @@ def fit_correction(
     steps: int = STEPS,
     lr: float = LEARNING_RATE,
     frozen: Sequence[int] = (),
+    pairs: str = PAIRS,
 ) -> np.ndarray:
     """The correction ``delta`` (standardised-feature weights) that, added to ``base_scores``,
     best orders each example's labelled pairs (pairwise logistic loss, each example weighing its
     ``weight`` whatever its pair count, plus ``l2 / 2 * |delta|^2``), by ``steps`` of
     full-batch gradient descent from zero; its length capped at ``max_norm``. Zero when no
-    example states a pair; always zero on the ``frozen`` columns."""
+    example states a pair; always zero on the ``frozen`` columns.
+
+    ``pairs`` weighs each example's pairs (:data:`PAIRS`): ``all`` alike; ``static`` by how much
+    swapping the two would move a reciprocal rank at 10 at the base ranks
+    (``|d(r_a) - d(r_b)|``, ``d(r) = 1/r`` up to 10, else 0); ``lambda`` the same, recomputed
+    from the corrected scores at every step (LambdaRank for MRR@10)."""
+    if pairs not in PAIR_WEIGHTINGS:
+        raise ValueError(f"unknown pair weighting {pairs!r}: one of {', '.join(PAIR_WEIGHTINGS)}")
     diffs: list[np.ndarray] = []
     offsets: list[np.ndarray] = []
     weights: list[np.ndarray] = []
+    # per example: its pairs' slice in the stacked pairs, its standardised rows, its base scores,
+    # its pairs, and their weights before the swap weights
+    groups: list[_Group] = []
+    start = 0
     for ex, b in zip(examples, base_scores, strict=True):
         hi, lo, w = _pairs(np.asarray(ex.labels))
         if not len(hi):
             continue
+        w0 = w
         z = (np.asarray(ex.x, dtype=np.float64) - mean) / scale
+        bs = np.asarray(b, dtype=np.float64)
         diffs.append(z[hi] - z[lo])
-        offsets.append(np.asarray(b, dtype=np.float64)[hi] - np.asarray(b, dtype=np.float64)[lo])
-        weights.append(ex.weight * w / w.sum())
+        offsets.append(bs[hi] - bs[lo])
+        if pairs == "static":
+            w = w * _swap_weights(bs, hi, lo)
+        weights.append(ex.weight * w / max(float(w.sum()), 1e-12))
+        groups.append((slice(start, start + len(hi)), z, bs, hi, lo, ex.weight * w0 / w0.sum()))
+        start += len(hi)
     delta = np.zeros(len(mean))
     if not diffs or max_norm <= 0:
         return delta
     d = np.vstack(diffs)
     if len(frozen):
         d[:, list(frozen)] = 0.0
+        for _, z, *_rest in groups:
+            z[:, list(frozen)] = 0.0
     off = np.concatenate(offsets)
     w = np.concatenate(weights)
-    w = w / w.sum()
-    if lr <= 0:
+    w = w / max(float(w.sum()), 1e-12)
+    fixed_lr = lr
+
+    def step_size(w: np.ndarray) -> float:
         # 1 / (the loss's curvature bound): the logistic loss curves at most 1/4 per pair
-        lr = 1.0 / (0.25 * float(np.linalg.eigvalsh((d.T * w) @ d)[-1]) + l2 + 1e-12)
+        if fixed_lr > 0:
+            return fixed_lr
+        return 1.0 / (0.25 * float(np.linalg.eigvalsh((d.T * w) @ d)[-1]) + l2 + 1e-12)
+
+    lr = step_size(w)
     for _ in range(steps):
+        if pairs == "lambda":
+            # the weights move with the ranks: so does the bound
+            w = _lambda_weights(groups, delta, len(off))
+            lr = step_size(w)
         margin = off + d @ delta
         # d/d(delta) of log(1 + exp(-margin)) is -sigmoid(-margin) * d
         g = -(d.T @ (w * 0.5 * (1.0 - np.tanh(margin / 2.0)))) + l2 * delta
@@ -195,6 +236,39 @@ def fit_correction(
     if norm > max_norm > 0:
         delta = delta * (max_norm / norm)
     return np.asarray(delta)
+
+
+def _discount(ranks: np.ndarray) -> np.ndarray:
+    """``1/r`` for ranks up to 10 (1-based), else 0: what a candidate's place is worth to a
+    reciprocal rank at 10."""
+    return np.where(ranks <= 10, 1.0 / ranks, 0.0)
+
+
+def _ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based ranks of ``scores``, best first, ties in their order."""
+    order = np.lexsort((np.arange(len(scores)), -scores))
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(1, len(scores) + 1)
+    return ranks
+
+
+def _swap_weights(scores: np.ndarray, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """How much swapping each pair would move a reciprocal rank at 10, at ``scores``' ranks."""
+    disc = _discount(_ranks(scores))
+    return np.asarray(np.abs(disc[hi] - disc[lo]))
+
+
+_Group = tuple[slice, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _lambda_weights(groups: Sequence[_Group], delta: np.ndarray, n: int) -> np.ndarray:
+    """The pairs' swap weights at the corrected scores, each example summing to its weight,
+    the whole to 1."""
+    out = np.zeros(n)
+    for sl, z, bs, hi, lo, w0 in groups:
+        sw = w0 * _swap_weights(bs + z @ delta, hi, lo)
+        out[sl] = float(w0.sum()) * sw / max(float(sw.sum()), 1e-12)
+    return out / max(float(out.sum()), 1e-12)
 
 
 def pairwise_mrr(examples: Sequence[Example], scores: Sequence[np.ndarray]) -> float:

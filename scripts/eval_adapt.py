@@ -39,6 +39,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ragloom.api import Index
 from ragloom.eval.baseline import file_metrics, mean_metrics
 from ragloom.eval.dataset import EvalQuery, load_dataset
@@ -51,15 +53,19 @@ from ragloom.eval.gitrun import (
     ragloom_runs,
     split_starts,
 )
+from ragloom.eval.mining import load_groups
 from ragloom.eval.stats import format_difference, paired_by_id
 from ragloom.learn.adapt import choose_setting, feedback_examples, fit_adapted, history_examples
 from ragloom.retrieve.adapt import (
+    FEEDBACK_FROZEN,
     FEEDBACK_MAX_NORM,
     FEEDBACK_PAIRS,
+    HISTORY_FROZEN,
     HISTORY_L2,
     HISTORY_MAX_NORM,
     HISTORY_PAIRS,
     PAIR_WEIGHTINGS,
+    TEXT_COLUMNS,
     AdaptedModel,
     Example,
 )
@@ -73,6 +79,8 @@ MAX_EXAMPLES = 200
 RATED_HITS = 10
 HISTORY_PAIRS_USED = HISTORY_PAIRS
 FEEDBACK_PAIRS_USED = FEEDBACK_PAIRS
+FROZEN_USED: tuple[str, ...] = HISTORY_FROZEN
+FEEDBACK_FROZEN_USED: tuple[str, ...] = FEEDBACK_FROZEN
 SHOWN = ("handset", "global", "auto", "feedback", "adversarial10", "feedback+adversarial10")
 
 
@@ -83,10 +91,24 @@ def _split_of(path: Path) -> dict[str, str]:
     }
 
 
+def _commits(path: Path, part: str) -> set[str]:
+    """The commits of a questions file's ``part`` split."""
+    return {
+        str(o["commit"])
+        for o in (json.loads(ln) for ln in path.read_text().splitlines() if ln.strip())
+        if str(o.get("split", "test")) == part
+    }
+
+
 def _fit(*args: Any, **kw: Any) -> AdaptedModel | None:
     """:func:`fit_adapted` with the history pair weighting this run measures (``--pairs``)."""
     return fit_adapted(
-        *args, history_pairs=HISTORY_PAIRS_USED, feedback_pairs=FEEDBACK_PAIRS_USED, **kw
+        *args,
+        history_pairs=HISTORY_PAIRS_USED,
+        feedback_pairs=FEEDBACK_PAIRS_USED,
+        history_frozen=FROZEN_USED,
+        feedback_frozen=FEEDBACK_FROZEN_USED,
+        **kw,
     )
 
 
@@ -202,6 +224,118 @@ def _feedback_bed(
     return out
 
 
+def _mined_groups(mined: Path, name: str, split: str = "test") -> list[dict[str, Any]]:
+    """The commit questions of the ``test`` split of ``name``'s mining in ``mined``
+    (``scripts/mine_ltr.py``: each asked at its commit's parent), oldest first. ``train``: as
+    many of the newest ``train`` questions instead (a bed that reads no test question)."""
+    found = sorted(mined.glob(f"groups-*+{name}.jsonl"))
+    if len(found) != 1:
+        raise SystemExit(f"{name}: expected one mined groups file in {mined}, found {len(found)}")
+    stamps = {
+        str(o["id"]): int(o["timestamp"])
+        for f in sorted(mined.glob("questions-*.jsonl"))
+        for o in (json.loads(ln) for ln in f.read_text().splitlines() if ln.strip())
+    }
+    groups = [
+        dict(g, timestamp=stamps[g["id"]])
+        for g in load_groups(found)
+        if g.get("kind", "commit") == "commit" and g["id"] in stamps
+    ]
+    groups.sort(key=lambda g: (g["timestamp"], g["id"]))
+    test = [g for g in groups if g["split"] == "test"]
+    if split == "test":
+        return test
+    train = [g for g in groups if g["split"] == "train"]
+    return train[-len(test) :] if test else train
+
+
+def _scored(groups: Sequence[dict[str, Any]], model: Any, prefix: str) -> dict[str, float]:
+    """Each mined question's file MRR@10 with its stored feature rows ranked by ``model``."""
+    out: dict[str, float] = {}
+    for g in groups:
+        x = np.asarray(g["x"], dtype=np.float64)
+        s = model.predict(x)
+        order = np.lexsort((np.arange(len(x)), -s))
+        files = list(dict.fromkeys(g["paths"][int(i)] for i in order))
+        out[f"{prefix}{g['id']}"] = file_metrics(files, g["gold_files"], ks=(10,))["MRR@10"]
+    return out
+
+
+def _mined_protocol(
+    idx: Index,
+    git_dir: Path,
+    spec: Any,
+    whole: Any,
+    groups: Sequence[dict[str, Any]],
+    base: Any,
+    feedback: bool,
+    pooled: dict[str, dict[str, float]],
+    caps: Sequence[float] = (FEEDBACK_MAX_NORM,),
+) -> dict[str, Any]:
+    """The production protocol (``--scored mined``): the repository model fitted as ``ragloom
+    adapt`` fits it (its history questions asked of the indexed tree, each with the history cut
+    before its commit), on the commits older than the oldest scored question; scored on the
+    mined questions, whose features were taken at each commit's parent (a question whose change
+    is not in the tree yet). With ``feedback``: the older half of the scored questions is rated
+    through a real feedback store and the newer half scored."""
+    before = int(groups[0]["timestamp"])
+    idx.retriever.history = whole
+    t0 = time.perf_counter()
+    examples, asked, _ = history_examples(
+        idx, git_dir, rev=spec.commit, before=before, max_examples=MAX_EXAMPLES, time_limit=1e9
+    )
+    row: dict[str, Any] = {
+        "examples": len(examples),
+        "asked": asked,
+        "scored": len(groups),
+        "mine_s": time.perf_counter() - t0,
+    }
+    auto = _fit(base, examples)
+    prefix = f"{spec.name}/"
+    scores = {"global": _scored(groups, base, prefix)}
+    scores["auto"] = _scored(groups, auto if auto is not None else base, prefix)
+    for arm, got in scores.items():
+        row[arm] = {"MRR@10": sum(got.values()) / len(got)}
+        pooled.setdefault(arm, {}).update(got)
+    if feedback:
+        half = len(groups) // 2
+        rated, later = groups[:half], groups[half:]
+        queries = [EvalQuery(str(g["id"]), str(g["query"]), tuple(g["gold_files"])) for g in rated]
+        as_of = HistoryAsOf(whole)
+        idx.retriever.history = as_of
+        searched = AsOfIndex(idx, as_of, {str(g["query"]): float(g["timestamp"]) for g in rated})
+        fb = _simulated_feedback(idx, searched, queries, auto)
+        adv = _simulated_feedback(idx, searched, queries, auto, 10, legit=False)
+        idx.retriever.ranker = None
+        row["rated"], row["feedback_scored"] = len(rated), len(later)
+        arms: dict[str, Any] = {"auto (newer half)": auto if auto is not None else base}
+        for c in caps:
+            tag = f" {c}" if len(caps) > 1 else ""
+            for name, extra in (("feedback", fb), ("feedback+adversarial10", fb + adv)):
+                arms[name + tag] = _fit(base, examples, extra, feedback_max_norm=c) or base
+        later_scores = {k: _scored(later, m, prefix) for k, m in arms.items()}
+        for arm, got in later_scores.items():
+            row[arm] = {"MRR@10": sum(got.values()) / len(got), "n_feedback": len(fb)}
+            pooled.setdefault(arm, {}).update(got)
+        scores.update(later_scores)
+    row["paired"] = {
+        f"{a} - {b}": d.as_dict()
+        for a, b in _mined_paired(caps)
+        if a in scores and b in scores and (d := paired_by_id(scores[a], scores[b])) is not None
+    }
+    return row
+
+
+def _mined_paired(caps: Sequence[float]) -> list[tuple[str, str]]:
+    """The (arm, reference) pairs of the production protocol, per feedback cap."""
+    out = [("auto", "global")]
+    for c in caps:
+        tag = f" {c}" if len(caps) > 1 else ""
+        out += [(f"feedback{tag}", "auto (newer half)"),
+                (f"feedback+adversarial10{tag}", f"feedback{tag}")]  # fmt: skip
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("eval-out/git"))
@@ -242,13 +376,49 @@ def main(argv: list[str] | None = None) -> int:
         metavar="L2/CAP",
         help="the history correction's L2 and length cap (default the shipped ones)",
     )
+    ap.add_argument(
+        "--frozen",
+        choices=("shipped", "text"),
+        default="shipped",
+        help="columns the history correction leaves alone: the shipped ones (HISTORY_FROZEN) or "
+        "every column that reads the candidates' text (TEXT_COLUMNS)",
+    )
+    ap.add_argument(
+        "--feedback-frozen",
+        choices=("shipped", "file", "text"),
+        default="shipped",
+        help="columns the feedback correction leaves alone: the shipped ones (FEEDBACK_FROZEN), "
+        "the whole-file BM25 three (HISTORY_FROZEN) or every text column (TEXT_COLUMNS)",
+    )
+    ap.add_argument(
+        "--scored",
+        choices=("split", "mined"),
+        default="split",
+        help="split: the commit evaluation's questions, asked of the pinned tree (default); "
+        "mined: the production protocol, each repository's mined test questions (--mined), "
+        "asked at their commit's parent, the adaptation fitted on the indexed tree",
+    )
+    ap.add_argument("--mined", type=Path, default=Path("eval-out/ltr"))
+    ap.add_argument(
+        "--mined-split",
+        choices=("test", "train"),
+        default="test",
+        help="with --scored mined: score the mined test questions (held back), or as many of "
+        "the newest train questions (a bed for settings; --feedback-cap compares caps there)",
+    )
     args = ap.parse_args(argv)
     setting_used = (
         tuple(float(v) for v in args.setting.split("/"))
         if args.setting
         else (HISTORY_L2, HISTORY_MAX_NORM)
     )
-    global HISTORY_PAIRS_USED, FEEDBACK_PAIRS_USED
+    global HISTORY_PAIRS_USED, FEEDBACK_PAIRS_USED, FROZEN_USED, FEEDBACK_FROZEN_USED
+    FROZEN_USED = TEXT_COLUMNS if args.frozen == "text" else HISTORY_FROZEN
+    FEEDBACK_FROZEN_USED = {
+        "shipped": FEEDBACK_FROZEN,
+        "file": HISTORY_FROZEN,
+        "text": TEXT_COLUMNS,
+    }[args.feedback_frozen]
     HISTORY_PAIRS_USED = args.pairs
     FEEDBACK_PAIRS_USED = args.feedback_pairs
     caps = args.feedback_cap or [FEEDBACK_MAX_NORM]
@@ -259,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         "default": list(setting_used),
         "history_pairs": args.pairs,
         "feedback_pairs": args.feedback_pairs,
+        "frozen": args.frozen,
+        "feedback_frozen": args.feedback_frozen,
         "repos": {},
     }
     pooled: dict[str, dict[str, float]] = {}
@@ -280,7 +452,24 @@ def main(argv: list[str] | None = None) -> int:
         idx = Index.at(index_dir)
         try:
             whole = build_history(git_dir, spec.commit, ALL, repo_dir / "history-all")
-            for part in ("tune",) if args.feedback_bed == "tune" else ("tune", "test"):
+            if args.scored == "mined":
+                row = _mined_protocol(
+                    idx, git_dir, spec, whole,
+                    _mined_groups(args.mined, spec.name, args.mined_split), base,
+                    args.feedback, pooled, caps,
+                )  # fmt: skip
+                per["mined"] = row
+                print(
+                    f"{spec.name} mined ({row['examples']} ex, {row['scored']} scored): "
+                    + "  ".join(
+                        f"{k} {v['MRR@10']:.4f}"
+                        for k, v in row.items()
+                        if isinstance(v, dict) and "MRR@10" in v
+                    ),
+                    flush=True,
+                )
+            parts: tuple[str, ...] = ("tune",) if args.feedback_bed == "tune" else ("tune", "test")
+            for part in parts if args.scored == "split" else ():
                 dataset = [q for q in load_dataset(qfile) if split[q.id] == part]
                 t0 = time.perf_counter()
                 idx.retriever.history = whole
@@ -320,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 if args.feedback and part == "test":
                     tune_q = [q for q in load_dataset(qfile) if split[q.id] == "tune"]
+                    # how many rated questions the history correction was already fitted on
+                    row["tune_in_history"] = len(_commits(qfile, "tune") & {e.id for e in used})
                     fb = _simulated_feedback(idx, searched, tune_q, auto)
                     adv = _simulated_feedback(idx, searched, tune_q, auto, 10, legit=False)
                     for name, extra in (("feedback", fb), ("adversarial10", adv),
@@ -348,8 +539,17 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  bed: {json.dumps(bed)}", flush=True)
         finally:
             idx.close()
+        results["scored"] = args.scored
         results["repos"][spec.name] = per
-        results["paired_test_all"] = _paired(pooled)
+        results["paired_test_all"] = (
+            {
+                f"{a} - {b}": d.as_dict()
+                for a, b in _mined_paired(caps)
+                if a in pooled and b in pooled and (d := paired_by_id(pooled[a], pooled[b]))
+            }
+            if args.scored == "mined"
+            else _paired(pooled)
+        )
         out = args.results or args.out / "adapt-results.json"
         out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     for name, d in results.get("paired_test_all", {}).items():

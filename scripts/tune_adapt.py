@@ -37,10 +37,12 @@ import train_ranker as tr  # noqa: E402
 from ragloom.eval.mining import load_groups  # noqa: E402
 from ragloom.learn import adapt as learn_adapt  # noqa: E402
 from ragloom.retrieve.adapt import (  # noqa: E402
+    HISTORY_FROZEN,
     HISTORY_L2,
     HISTORY_MAX_NORM,
     HISTORY_PAIRS,
     PAIR_WEIGHTINGS,
+    TEXT_COLUMNS,
     Example,
 )
 from ragloom.retrieve.ranker import model_from_dict  # noqa: E402
@@ -96,8 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="keep each left-out global model here and reuse it (the same data and flags)",
     )
+    ap.add_argument(
+        "--frozen",
+        choices=("shipped", "text"),
+        default="shipped",
+        help="columns the history correction leaves alone: the shipped ones (HISTORY_FROZEN) or "
+        "every column that reads the candidates' text (TEXT_COLUMNS)",
+    )
     args = ap.parse_args(argv)
     weightings = args.pairs or [HISTORY_PAIRS]
+    frozen = TEXT_COLUMNS if args.frozen == "text" else HISTORY_FROZEN
     left_out = tr.leave_out(args.leave_out)
     files = sorted(args.data.glob("groups-*.jsonl"))
     if args.lookups:
@@ -137,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
             name = "" if pairs == HISTORY_PAIRS else f"{pairs}:"
             for l2, cap in GRID:
                 m = learn_adapt.fit_adapted(
-                    base, history, history_l2=l2, history_max_norm=cap, history_pairs=pairs
+                    base,
+                    history,
+                    history_l2=l2,
+                    history_max_norm=cap,
+                    history_pairs=pairs,
+                    history_frozen=frozen,
                 )
                 res[f"{name}{l2}/{cap}"] = (
                     tr.evaluate(test, m.predict)["all"][0] if m else res["global"]

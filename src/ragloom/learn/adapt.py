@@ -40,6 +40,7 @@ from ragloom.eval.mining import qualifying_questions
 from ragloom.index.atomic import atomic_write_bytes
 from ragloom.retrieve.adapt import (
     ADAPTED_MODEL_NAME,
+    FEEDBACK_FROZEN,
     FEEDBACK_L2,
     FEEDBACK_MAX_NORM,
     FEEDBACK_PAIRS,
@@ -277,11 +278,14 @@ def fit_adapted(
     feedback_max_norm: float = FEEDBACK_MAX_NORM,
     history_pairs: str = HISTORY_PAIRS,
     feedback_pairs: str = FEEDBACK_PAIRS,
+    history_frozen: Sequence[str] = HISTORY_FROZEN,
+    feedback_frozen: Sequence[str] = FEEDBACK_FROZEN,
 ) -> AdaptedModel | None:
     """The repository's model over ``base``, or None when neither part has enough examples
     (:data:`~ragloom.retrieve.adapt.MIN_EXAMPLES`, :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`).
     ``feedback_max_norm``: the feedback correction's length cap, ``history_pairs`` the history
-    correction's pair weighting and ``feedback_pairs`` the feedback's
+    correction's pair weighting and ``feedback_pairs`` the feedback's, ``history_frozen`` the
+    columns the history correction leaves alone and ``feedback_frozen`` those the feedback's
     (:func:`~ragloom.retrieve.adapt.fit_correction`; an evaluation's grid)."""
     meta = dict(meta or {})
     use_history = len(history) >= MIN_EXAMPLES
@@ -296,7 +300,7 @@ def fit_adapted(
     d_hist = np.zeros(n)
     if use_history:
         scores = [base.predict(e.x) for e in history]
-        frozen = [i for i, name in enumerate(base.names) if name in HISTORY_FROZEN]
+        frozen = [i for i, name in enumerate(base.names) if name in history_frozen]
         d_hist = fit_correction(
             history,
             scores,
@@ -318,6 +322,7 @@ def fit_adapted(
             l2=FEEDBACK_L2,
             max_norm=feedback_max_norm,
             pairs=feedback_pairs,
+            frozen=[i for i, name in enumerate(base.names) if name in feedback_frozen],
         )
     return AdaptedModel(base, mean, scale, d_hist, d_fb, meta)
 

@@ -35,6 +35,7 @@ from ragloom.retrieve.stages.features import file_first_rows
 __all__ = [
     "ADAPTED_FORMAT",
     "ADAPTED_MODEL_NAME",
+    "FEEDBACK_FROZEN",
     "FEEDBACK_MAX_NORM",
     "FEEDBACK_PAIRS",
     "HISTORY_MAX_NORM",
@@ -43,6 +44,7 @@ __all__ = [
     "MIN_FEEDBACK",
     "PAIRS",
     "PAIR_WEIGHTINGS",
+    "TEXT_COLUMNS",
     "AdaptedModel",
     "Example",
     "RepositoryRanker",
@@ -80,6 +82,28 @@ HISTORY_FROZEN: tuple[str, ...] = ("file_bm25_ratio", "file_bm25_log_rank", "fil
 """Columns the history correction leaves alone: a history question is asked of the tree as it
 stands, whose files already hold the words its commit added, so their whole-file scores are
 inflated in those examples and not in the questions to come."""
+TEXT_COLUMNS: tuple[str, ...] = (
+    *HISTORY_FROZEN,
+    "log_rank",
+    "score_ratio",
+    "in_bm25",
+    "log_bm25_rank",
+    "bm25_ratio",
+    "in_dense",
+    "log_dense_rank",
+    "dense_score",
+    "dense_gap",
+    "note_exact_match",
+    "file_log_chunks",
+    "file_log_best_rank",
+    "file_log_best_bm25",
+    "file_log_best_dense",
+    "file_rr_sum",
+)
+"""Every column that reads the candidates' text (a frozen set an evaluation can measure:
+``--frozen text``)."""
+FEEDBACK_FROZEN: tuple[str, ...] = ()
+"""Columns the feedback correction leaves alone."""
 FEEDBACK_L2 = 1.0
 FEEDBACK_MAX_NORM = 0.1
 """Length cap of the feedback correction: ratings nudge, they do not re-learn. 0.25 until the

@@ -20,7 +20,15 @@ repository's older tune questions (by time) are rated, its newer ones scored, fo
 ``--feedback-cap`` (how ``FEEDBACK_MAX_NORM`` was chosen; docs/ranking.md, "A BM25 over whole
 files").
 
+``--scored mined`` is the production protocol: the repository model is fitted as ``ragloom
+adapt`` fits it (history questions asked of the indexed tree) on commits older than the first
+question scored, and scored on the repository's mined test questions (``--mined``, as
+``scripts/mine_ltr.py`` wrote them: features taken at each commit's parent, where the change
+asked for is not yet in the tree). With ``--feedback`` the older half of them is rated and the
+newer half scored; ``--mined-split train`` is its bed (the newest train questions, no test one).
+
     .venv/bin/python scripts/eval_adapt.py --out eval-out/git [--feedback] [--repo chi]
+    .venv/bin/python scripts/eval_adapt.py --out eval-out/git --scored mined --feedback
     .venv/bin/python scripts/eval_adapt.py --out eval-out/git --feedback-bed tune \
         --feedback-cap 0.25 --feedback-cap 0.1 --feedback-cap 0.05
 

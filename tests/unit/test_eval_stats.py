@@ -3,6 +3,9 @@ every method against the hand-set order."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -111,6 +114,47 @@ def test_the_adaptation_evaluation_pairs_each_arm_with_the_one_before() -> None:
     assert out["auto - global"]["mean"] == pytest.approx(0.5 / 3, abs=1e-6)
     assert out["feedback - auto"]["n"] == 2 and out["feedback - auto"]["worse"] == 1
     assert mod._paired({"global": {"q1": 1.0}}) == {}
+
+
+def test_the_production_protocol_scores_mined_questions_and_its_bed_reads_no_test_one(
+    tmp_path: Path,
+) -> None:
+    """``eval_adapt.py --scored mined``: the mined test questions, oldest first; the bed
+    (``--mined-split train``) the newest train questions, as many as the test ones; each scored
+    by the files of its stored rows in the model's order."""
+    import json
+
+    from ragloom.retrieve.stages.features import FEATURES_VERSION
+
+    mod = load_script("eval_adapt")
+    groups, questions = [], []
+    for i, split in enumerate(["train"] * 5 + ["test"] * 2):
+        gid = f"o/r@{i}"
+        groups.append({"id": gid, "repo": "o/r", "split": split, "kind": "commit",
+                       "language": "py", "query": f"q{i}", "gold_files": ["b.py"],
+                       "paths": ["a.py", "a.py", "b.py"], "labels": [0, 0, 1],
+                       "x": [[1.0], [0.5], [0.0]], "features": FEATURES_VERSION})  # fmt: skip
+        questions.append({"id": gid, "timestamp": 100 + (7 - i)})  # newer first in the file
+    (tmp_path / "groups-o+r.jsonl").write_text("".join(json.dumps(g) + "\n" for g in groups))
+    (tmp_path / "questions-o+r.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    test = mod._mined_groups(tmp_path, "r")
+    assert [g["id"] for g in test] == ["o/r@6", "o/r@5"]  # oldest first
+    bed = mod._mined_groups(tmp_path, "r", "train")
+    assert [g["id"] for g in bed] == ["o/r@1", "o/r@0"]  # the two newest train questions
+    assert all(g["split"] == "train" for g in bed)
+
+    class ByFirstColumn:
+        def __init__(self, sign: float) -> None:
+            self.sign = sign
+
+        def predict(self, x: np.ndarray) -> np.ndarray:
+            return self.sign * x[:, 0]
+
+    # a.py's rows first: b.py is the second file (1/2); reversed, it is first
+    assert mod._scored(test, ByFirstColumn(1.0), "p/") == {"p/o/r@6": 0.5, "p/o/r@5": 0.5}
+    assert set(mod._scored(test, ByFirstColumn(-1.0), "").values()) == {1.0}
+    with pytest.raises(SystemExit, match="one mined groups file"):
+        mod._mined_groups(tmp_path, "missing")
 
 
 def test_a_difference_is_written_with_its_interval() -> None:

@@ -68,12 +68,12 @@ from ragloom.retrieve.adapt import (
     FEEDBACK_FROZEN,
     FEEDBACK_MAX_NORM,
     FEEDBACK_PAIRS,
+    FROZEN_SETS,
     HISTORY_FROZEN,
     HISTORY_L2,
     HISTORY_MAX_NORM,
     HISTORY_PAIRS,
     PAIR_WEIGHTINGS,
-    TEXT_COLUMNS,
     AdaptedModel,
     Example,
 )
@@ -384,20 +384,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="L2/CAP",
         help="the history correction's L2 and length cap (default the shipped ones)",
     )
-    ap.add_argument(
-        "--frozen",
-        choices=("shipped", "text"),
-        default="shipped",
-        help="columns the history correction leaves alone: the shipped ones (HISTORY_FROZEN) or "
-        "every column that reads the candidates' text (TEXT_COLUMNS)",
-    )
-    ap.add_argument(
-        "--feedback-frozen",
-        choices=("shipped", "file", "text"),
-        default="shipped",
-        help="columns the feedback correction leaves alone: the shipped ones (FEEDBACK_FROZEN), "
-        "the whole-file BM25 three (HISTORY_FROZEN) or every text column (TEXT_COLUMNS)",
-    )
+    for flag, default in (("history", "file"), ("feedback", "none")):
+        ap.add_argument(
+            "--frozen" if flag == "history" else "--feedback-frozen",
+            choices=FROZEN_SETS,
+            default=default,
+            help=f"columns the {flag} correction leaves alone (FROZEN_SETS; shipped: {default})",
+        )
     ap.add_argument(
         "--scored",
         choices=("split", "mined"),
@@ -421,12 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         else (HISTORY_L2, HISTORY_MAX_NORM)
     )
     global HISTORY_PAIRS_USED, FEEDBACK_PAIRS_USED, FROZEN_USED, FEEDBACK_FROZEN_USED
-    FROZEN_USED = TEXT_COLUMNS if args.frozen == "text" else HISTORY_FROZEN
-    FEEDBACK_FROZEN_USED = {
-        "shipped": FEEDBACK_FROZEN,
-        "file": HISTORY_FROZEN,
-        "text": TEXT_COLUMNS,
-    }[args.feedback_frozen]
+    FROZEN_USED = FROZEN_SETS[args.frozen]
+    FEEDBACK_FROZEN_USED = FROZEN_SETS[args.feedback_frozen]
     HISTORY_PAIRS_USED = args.pairs
     FEEDBACK_PAIRS_USED = args.feedback_pairs
     caps = args.feedback_cap or [FEEDBACK_MAX_NORM]

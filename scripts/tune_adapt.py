@@ -37,15 +37,16 @@ import train_ranker as tr  # noqa: E402
 from ragloom.eval.mining import load_groups  # noqa: E402
 from ragloom.learn import adapt as learn_adapt  # noqa: E402
 from ragloom.retrieve.adapt import (  # noqa: E402
-    HISTORY_FROZEN,
+    FROZEN_SETS,
     HISTORY_L2,
     HISTORY_MAX_NORM,
     HISTORY_PAIRS,
     PAIR_WEIGHTINGS,
-    TEXT_COLUMNS,
     Example,
 )
 from ragloom.retrieve.ranker import model_from_dict  # noqa: E402
+
+FROZEN_HELP = "columns the history correction leaves alone (FROZEN_SETS; shipped: file)"
 
 GRID = (
     (HISTORY_L2, HISTORY_MAX_NORM),
@@ -98,16 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="keep each left-out global model here and reuse it (the same data and flags)",
     )
-    ap.add_argument(
-        "--frozen",
-        choices=("shipped", "text"),
-        default="shipped",
-        help="columns the history correction leaves alone: the shipped ones (HISTORY_FROZEN) or "
-        "every column that reads the candidates' text (TEXT_COLUMNS)",
-    )
+    ap.add_argument("--frozen", choices=FROZEN_SETS, default="file", help=FROZEN_HELP)
     args = ap.parse_args(argv)
     weightings = args.pairs or [HISTORY_PAIRS]
-    frozen = TEXT_COLUMNS if args.frozen == "text" else HISTORY_FROZEN
+    frozen = FROZEN_SETS[args.frozen]
     left_out = tr.leave_out(args.leave_out)
     files = sorted(args.data.glob("groups-*.jsonl"))
     if args.lookups:

@@ -38,6 +38,7 @@ __all__ = [
     "FEEDBACK_FROZEN",
     "FEEDBACK_MAX_NORM",
     "FEEDBACK_PAIRS",
+    "FROZEN_SETS",
     "HISTORY_MAX_NORM",
     "HISTORY_PAIRS",
     "MIN_EXAMPLES",
@@ -102,6 +103,14 @@ TEXT_COLUMNS: tuple[str, ...] = (
 )
 """Every column that reads the candidates' text (a frozen set an evaluation can measure:
 ``--frozen text``)."""
+FROZEN_SETS: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "file": HISTORY_FROZEN,
+    "text": TEXT_COLUMNS,
+}
+"""Named column sets a correction can leave alone (the evaluation scripts' ``--frozen`` and
+``--feedback-frozen``): the history correction ships with ``file``, the feedback's with
+``none``."""
 FEEDBACK_FROZEN: tuple[str, ...] = ()
 """Columns the feedback correction leaves alone."""
 FEEDBACK_L2 = 1.0

@@ -44,6 +44,7 @@ import tempfile
 import time
 import tomllib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +62,12 @@ from ragloom.eval.gitrun import (
     ragloom_runs,
     split_starts,
 )
-from ragloom.eval.mining import load_groups
+from ragloom.eval.mining import load_groups, load_mining_specs
 from ragloom.eval.stats import format_difference, paired_by_id
 from ragloom.learn.adapt import choose_setting, feedback_examples, fit_adapted, history_examples
 from ragloom.retrieve.adapt import (
     FEEDBACK_FROZEN,
+    FEEDBACK_FULL,
     FEEDBACK_MAX_NORM,
     FEEDBACK_PAIRS,
     FROZEN_SETS,
@@ -77,6 +79,7 @@ from ragloom.retrieve.adapt import (
     AdaptedModel,
     Example,
 )
+from ragloom.retrieve.ranker import model_from_dict
 from ragloom.retrieve.stages.learned import default_model
 from ragloom.server.feedback import FeedbackStore, QueryLogEntry
 
@@ -89,6 +92,7 @@ HISTORY_PAIRS_USED = HISTORY_PAIRS
 FEEDBACK_PAIRS_USED = FEEDBACK_PAIRS
 FROZEN_USED: tuple[str, ...] = HISTORY_FROZEN
 FEEDBACK_FROZEN_USED: tuple[str, ...] = FEEDBACK_FROZEN
+FEEDBACK_FULL_USED = FEEDBACK_FULL
 SHOWN = ("handset", "global", "auto", "feedback", "adversarial10", "feedback+adversarial10")
 
 
@@ -116,6 +120,7 @@ def _fit(*args: Any, **kw: Any) -> AdaptedModel | None:
         feedback_pairs=FEEDBACK_PAIRS_USED,
         history_frozen=FROZEN_USED,
         feedback_frozen=FEEDBACK_FROZEN_USED,
+        feedback_full=FEEDBACK_FULL_USED,
         **kw,
     )
 
@@ -161,7 +166,7 @@ def _simulated_feedback(
     idx: Index,
     searched: Any,
     dataset: Sequence[EvalQuery],
-    model: AdaptedModel | None,
+    model: Any,
     adversarial: int = 0,
     legit: bool = True,
 ) -> list[Example]:
@@ -236,7 +241,10 @@ def _mined_groups(mined: Path, name: str, split: str = "test") -> list[dict[str,
     """The commit questions of the ``test`` split of ``name``'s mining in ``mined``
     (``scripts/mine_ltr.py``: each asked at its commit's parent), oldest first. ``train``: as
     many of the newest ``train`` questions instead (a bed that reads no test question)."""
-    found = sorted(mined.glob(f"groups-*+{name}.jsonl"))
+    exact = mined / f"groups-{name}.jsonl"  # owner+name
+    found = (
+        [exact] if "+" in name and exact.is_file() else sorted(mined.glob(f"groups-*+{name}.jsonl"))
+    )
     if len(found) != 1:
         raise SystemExit(f"{name}: expected one mined groups file in {mined}, found {len(found)}")
     stamps = {
@@ -312,8 +320,10 @@ def _mined_protocol(
         as_of = HistoryAsOf(whole)
         idx.retriever.history = as_of
         searched = AsOfIndex(idx, as_of, {str(g["query"]): float(g["timestamp"]) for g in rated})
-        fb = _simulated_feedback(idx, searched, queries, auto)
-        adv = _simulated_feedback(idx, searched, queries, auto, 10, legit=False)
+        fb = _simulated_feedback(idx, searched, queries, auto if auto is not None else base)
+        adv = _simulated_feedback(
+            idx, searched, queries, auto if auto is not None else base, 10, legit=False
+        )
         idx.retriever.ranker = None
         row["rated"], row["feedback_scored"] = len(rated), len(later)
         arms: dict[str, Any] = {"auto (newer half)": auto if auto is not None else base}
@@ -342,6 +352,84 @@ def _mined_paired(caps: Sequence[float]) -> list[tuple[str, str]]:
         out += [(f"feedback{tag}", "auto (newer half)"),
                 (f"feedback+adversarial10{tag}", f"feedback{tag}")]  # fmt: skip
     return out
+
+
+@dataclass(frozen=True)
+class _Target:
+    name: str
+    commit: str
+
+
+def _count(rows: dict[str, Any], arm: str, ref: str) -> tuple[int, int]:
+    """Repositories where ``arm`` is above / below ``ref`` (mean MRR@10)."""
+    d = [r[arm]["MRR@10"] - r[ref]["MRR@10"] for r in rows.values() if arm in r and ref in r]
+    return sum(x > 1e-9 for x in d), sum(x < -1e-9 for x in d)
+
+
+def _mined_trees(args: argparse.Namespace, base: Any, caps: Sequence[float]) -> int:
+    """``--scored mined --trees DIR``: the production protocol on every mined repository
+    (``--ltr-repos``), each adapted on the index its mining left in ``DIR/<owner+name>`` (the
+    tree at its newest question's parent, newer than every question scored)."""
+    specs = load_mining_specs(tomllib.loads(args.ltr_repos.read_text()))
+    results: dict[str, Any] = {
+        "scored": "mined",
+        "trees": str(args.trees),
+        "base_models": str(args.base_models or "shipped"),
+        "feedback_full": args.feedback_full,
+        "repos": {},
+    }
+    pooled: dict[str, dict[str, float]] = {}
+    for spec in specs:
+        stem = spec.repo.replace("/", "+")
+        if args.repo and not {spec.repo, stem, spec.repo.split("/")[1]} & set(args.repo):
+            continue
+        index_dir = args.trees / stem / ".ragloom"
+        groups = _mined_groups(args.mined, stem, args.mined_split) if index_dir.is_dir() else []
+        if len(groups) < 2:
+            print(f"{spec.repo}: no index or too few mined questions, skipped", file=sys.stderr)
+            continue
+        git_dir = args.mirror_root / spec.git_dir
+        whole = build_history(git_dir, spec.commit, ALL, args.out / "mined-history" / stem)
+        own = base
+        if args.base_models is not None:
+            # the global model fitted without this repository (tune_adapt.py --cache): the
+            # shipped one was fitted on every mined question of the 28 it was mined from
+            own = model_from_dict(json.loads((args.base_models / f"{stem}.json").read_text()))
+        idx = Index.at(index_dir)
+        try:
+            row = _mined_protocol(
+                idx, git_dir, _Target(stem, spec.commit), whole, groups, own, args.feedback,
+                pooled, caps,
+            )  # fmt: skip
+        finally:
+            idx.close()
+        results["repos"][spec.repo] = row
+        print(
+            f"{spec.repo} ({row['examples']} ex, {row['scored']} scored): "
+            + "  ".join(
+                f"{k} {v['MRR@10']:.4f}"
+                for k, v in row.items()
+                if isinstance(v, dict) and "MRR@10" in v
+            ),
+            flush=True,
+        )
+    results["paired_all"] = {
+        f"{a} - {b}": d.as_dict()
+        for a, b in _mined_paired(caps)
+        if a in pooled and b in pooled and (d := paired_by_id(pooled[a], pooled[b]))
+    }
+    results["counts"] = {
+        f"{a} - {b}": _count(results["repos"], a, b) for a, b in _mined_paired(caps)
+    }
+    out = args.results or args.out / "adapt-mined-trees.json"
+    out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    for name, d in results["paired_all"].items():
+        up, down = results["counts"][name]
+        print(
+            f"all, {name}: MRR@10 {format_difference(d)} ({d['better']} better, {d['worse']} "
+            f"worse of {d['n']}); repositories raised {up}, lowered {down}"
+        )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -392,6 +480,12 @@ def main(argv: list[str] | None = None) -> int:
             help=f"columns the {flag} correction leaves alone (FROZEN_SETS; shipped: {default})",
         )
     ap.add_argument(
+        "--feedback-full",
+        type=int,
+        default=FEEDBACK_FULL,
+        help="rated answers from which the feedback takes its whole cap (FEEDBACK_FULL; 0: always)",
+    )
+    ap.add_argument(
         "--scored",
         choices=("split", "mined"),
         default="split",
@@ -407,6 +501,22 @@ def main(argv: list[str] | None = None) -> int:
         help="with --scored mined: score the mined test questions (held back), or as many of "
         "the newest train questions (a bed for settings; --feedback-cap compares caps there)",
     )
+    ap.add_argument(
+        "--trees",
+        type=Path,
+        default=None,
+        help="with --scored mined: every repository of --ltr-repos, adapted on the index its "
+        "mining left in TREES/<owner+name> (eval-out/ltr/work), instead of the commit "
+        "evaluation's seven",
+    )
+    ap.add_argument("--ltr-repos", type=Path, default=HERE / "ltr_repos.toml")
+    ap.add_argument(
+        "--base-models",
+        type=Path,
+        default=None,
+        help="with --trees: each repository's global model from BASE_MODELS/<owner+name>.json, "
+        "one fitted without it (scripts/tune_adapt.py --cache writes them)",
+    )
     args = ap.parse_args(argv)
     setting_used = (
         tuple(float(v) for v in args.setting.split("/"))
@@ -414,13 +524,19 @@ def main(argv: list[str] | None = None) -> int:
         else (HISTORY_L2, HISTORY_MAX_NORM)
     )
     global HISTORY_PAIRS_USED, FEEDBACK_PAIRS_USED, FROZEN_USED, FEEDBACK_FROZEN_USED
+    global FEEDBACK_FULL_USED
+    FEEDBACK_FULL_USED = args.feedback_full
     FROZEN_USED = FROZEN_SETS[args.frozen]
     FEEDBACK_FROZEN_USED = FROZEN_SETS[args.feedback_frozen]
     HISTORY_PAIRS_USED = args.pairs
     FEEDBACK_PAIRS_USED = args.feedback_pairs
     caps = args.feedback_cap or [FEEDBACK_MAX_NORM]
-    specs = load_repo_specs(tomllib.loads(args.repos.read_text()))
     base = default_model()
+    if args.trees is not None:
+        if args.scored != "mined":
+            ap.error("--trees needs --scored mined")
+        return _mined_trees(args, base, caps)
+    specs = load_repo_specs(tomllib.loads(args.repos.read_text()))
     results: dict[str, Any] = {
         "grid": GRID,
         "default": list(setting_used),
@@ -428,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         "feedback_pairs": args.feedback_pairs,
         "frozen": args.frozen,
         "feedback_frozen": args.feedback_frozen,
+        "feedback_full": args.feedback_full,
         "repos": {},
     }
     pooled: dict[str, dict[str, float]] = {}

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragloom.learn.adapt import fit_adapted
+from ragloom.learn.adapt import feedback_cap, fit_adapted
 from ragloom.retrieve.adapt import (
     FEEDBACK_MAX_NORM,
     MIN_EXAMPLES,
@@ -158,6 +158,20 @@ def test_lambda_pairs_lift_a_right_answer_into_the_top() -> None:
     assert model is not None and model.history[1] > 0.1
     after = pairwise_mrr(ex, [model.predict(e.x) for e in ex])
     assert after > pairwise_mrr(ex, [base.predict(e.x) for e in ex])
+
+
+def test_the_feedback_step_grows_with_the_rated_answers() -> None:
+    """``feedback_full``: below it the feedback's cap shrinks in proportion; 0 keeps it."""
+    assert feedback_cap(0.1, 50, 0) == 0.1
+    assert feedback_cap(0.1, 50, 200) == pytest.approx(0.025)
+    assert feedback_cap(0.1, 400, 200) == 0.1
+    x = np.eye(3)
+    ex = [Example(x, np.array([1, 0, -1]))] * MIN_FEEDBACK
+    whole = fit_adapted(_base((0.0, 0.0, 0.0)), [], ex)
+    part = fit_adapted(_base((0.0, 0.0, 0.0)), [], ex, feedback_full=4 * MIN_FEEDBACK)
+    assert whole is not None and part is not None
+    assert np.linalg.norm(part.feedback) <= FEEDBACK_MAX_NORM / 4 + 1e-9
+    assert np.linalg.norm(part.feedback) < np.linalg.norm(whole.feedback)
 
 
 def test_no_pairs_no_correction() -> None:

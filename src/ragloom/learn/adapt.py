@@ -41,6 +41,7 @@ from ragloom.index.atomic import atomic_write_bytes
 from ragloom.retrieve.adapt import (
     ADAPTED_MODEL_NAME,
     FEEDBACK_FROZEN,
+    FEEDBACK_FULL,
     FEEDBACK_L2,
     FEEDBACK_MAX_NORM,
     FEEDBACK_PAIRS,
@@ -73,6 +74,7 @@ __all__ = [
     "AdaptReport",
     "adapt_index",
     "choose_setting",
+    "feedback_cap",
     "feedback_examples",
     "fit_adapted",
     "history_examples",
@@ -267,6 +269,12 @@ def choose_setting(
     return best[0], rounded
 
 
+def feedback_cap(cap: float, answers: int, full: int = FEEDBACK_FULL) -> float:
+    """The feedback correction's length cap for ``answers`` rated answers: ``cap`` from
+    ``full`` answers on, in proportion below (``full`` 0: ``cap`` always)."""
+    return cap if full <= 0 else cap * min(1.0, answers / full)
+
+
 def fit_adapted(
     base: RankerModel,
     history: Sequence[Example],
@@ -280,12 +288,14 @@ def fit_adapted(
     feedback_pairs: str = FEEDBACK_PAIRS,
     history_frozen: Sequence[str] = HISTORY_FROZEN,
     feedback_frozen: Sequence[str] = FEEDBACK_FROZEN,
+    feedback_full: int = FEEDBACK_FULL,
 ) -> AdaptedModel | None:
     """The repository's model over ``base``, or None when neither part has enough examples
     (:data:`~ragloom.retrieve.adapt.MIN_EXAMPLES`, :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`).
     ``feedback_max_norm``: the feedback correction's length cap, ``history_pairs`` the history
     correction's pair weighting and ``feedback_pairs`` the feedback's, ``history_frozen`` the
-    columns the history correction leaves alone and ``feedback_frozen`` those the feedback's
+    columns the history correction leaves alone and ``feedback_frozen`` those the feedback's,
+    ``feedback_full`` the rated answers from which the feedback takes its whole cap
     (:func:`~ragloom.retrieve.adapt.fit_correction`; an evaluation's grid)."""
     meta = dict(meta or {})
     use_history = len(history) >= MIN_EXAMPLES
@@ -320,7 +330,7 @@ def fit_adapted(
             mean,
             scale,
             l2=FEEDBACK_L2,
-            max_norm=feedback_max_norm,
+            max_norm=feedback_cap(feedback_max_norm, len(feedback), feedback_full),
             pairs=feedback_pairs,
             frozen=[i for i, name in enumerate(base.names) if name in feedback_frozen],
         )

@@ -36,6 +36,7 @@ __all__ = [
     "ADAPTED_FORMAT",
     "ADAPTED_MODEL_NAME",
     "FEEDBACK_FROZEN",
+    "FEEDBACK_FULL",
     "FEEDBACK_MAX_NORM",
     "FEEDBACK_PAIRS",
     "FROZEN_SETS",
@@ -111,6 +112,10 @@ FROZEN_SETS: dict[str, tuple[str, ...]] = {
 """Named column sets a correction can leave alone (the evaluation scripts' ``--frozen`` and
 ``--feedback-frozen``): the history correction ships with ``file``, the feedback's with
 ``none``."""
+FEEDBACK_FULL = 0
+"""Rated answers from which the feedback correction may take its whole length cap; with fewer,
+the cap shrinks in proportion (``FEEDBACK_MAX_NORM * n / FEEDBACK_FULL``), so that the step
+grows with the evidence. 0: the whole cap from :data:`MIN_FEEDBACK` answers on."""
 FEEDBACK_FROZEN: tuple[str, ...] = ()
 """Columns the feedback correction leaves alone."""
 FEEDBACK_L2 = 1.0

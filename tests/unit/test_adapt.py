@@ -167,7 +167,7 @@ def test_the_feedback_step_grows_with_the_rated_answers() -> None:
     assert feedback_cap(0.1, 400, 200) == 0.1
     x = np.eye(3)
     ex = [Example(x, np.array([1, 0, -1]))] * MIN_FEEDBACK
-    whole = fit_adapted(_base((0.0, 0.0, 0.0)), [], ex)
+    whole = fit_adapted(_base((0.0, 0.0, 0.0)), [], ex, feedback_full=0)
     part = fit_adapted(_base((0.0, 0.0, 0.0)), [], ex, feedback_full=4 * MIN_FEEDBACK)
     assert whole is not None and part is not None
     assert np.linalg.norm(part.feedback) <= FEEDBACK_MAX_NORM / 4 + 1e-9

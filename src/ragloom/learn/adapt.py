@@ -15,7 +15,8 @@ candidates nothing is fitted.
 again; the files of chunks rated helpful or partially helpful, or used, are right answers, the
 files of chunks rated not helpful wrong ones. Below :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`
 such answers feedback changes nothing; above, its correction is capped
-(:data:`~ragloom.retrieve.adapt.FEEDBACK_MAX_NORM`). :func:`reset_feedback` forgets what
+(:data:`~ragloom.retrieve.adapt.FEEDBACK_MAX_NORM`, in proportion to the answers up to
+:data:`~ragloom.retrieve.adapt.FEEDBACK_FULL`: :func:`feedback_cap`). :func:`reset_feedback` forgets what
 feedback changed (the ratings stay recorded, but only newer ones count).
 
 The model is written atomically to ``<index>/ranker-adapted.json`` and read by

@@ -354,6 +354,14 @@ def _mined_paired(caps: Sequence[float]) -> list[tuple[str, str]]:
     return out
 
 
+def _print_mined(name: str, row: dict[str, Any]) -> None:
+    """One line of the production protocol's figures for a repository."""
+    arms = "  ".join(
+        f"{k} {v['MRR@10']:.4f}" for k, v in row.items() if isinstance(v, dict) and "MRR@10" in v
+    )
+    print(f"{name} ({row['examples']} ex, {row['scored']} scored): {arms}", flush=True)
+
+
 @dataclass(frozen=True)
 class _Target:
     name: str
@@ -404,15 +412,7 @@ def _mined_trees(args: argparse.Namespace, base: Any, caps: Sequence[float]) -> 
         finally:
             idx.close()
         results["repos"][spec.repo] = row
-        print(
-            f"{spec.repo} ({row['examples']} ex, {row['scored']} scored): "
-            + "  ".join(
-                f"{k} {v['MRR@10']:.4f}"
-                for k, v in row.items()
-                if isinstance(v, dict) and "MRR@10" in v
-            ),
-            flush=True,
-        )
+        _print_mined(spec.repo, row)
     results["paired_all"] = {
         f"{a} - {b}": d.as_dict()
         for a, b in _mined_paired(caps)
@@ -573,15 +573,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.feedback, pooled, caps,
                 )  # fmt: skip
                 per["mined"] = row
-                print(
-                    f"{spec.name} mined ({row['examples']} ex, {row['scored']} scored): "
-                    + "  ".join(
-                        f"{k} {v['MRR@10']:.4f}"
-                        for k, v in row.items()
-                        if isinstance(v, dict) and "MRR@10" in v
-                    ),
-                    flush=True,
-                )
+                _print_mined(f"{spec.name} mined", row)
             parts: tuple[str, ...] = ("tune",) if args.feedback_bed == "tune" else ("tune", "test")
             for part in parts if args.scored == "split" else ():
                 dataset = [q for q in load_dataset(qfile) if split[q.id] == part]

@@ -17,7 +17,13 @@ from click.testing import CliRunner
 import ragloom
 from ragloom.cli import cli
 from ragloom.learn.adapt import model_path
-from ragloom.retrieve.adapt import MIN_FEEDBACK, AdaptedModel, RepositoryRanker
+from ragloom.retrieve.adapt import (
+    FEEDBACK_FULL,
+    FEEDBACK_MAX_NORM,
+    MIN_FEEDBACK,
+    AdaptedModel,
+    RepositoryRanker,
+)
 from ragloom.server.feedback import FeedbackStore, QueryLogEntry
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -121,6 +127,10 @@ def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
 
     again = _run("adapt", "--index-dir", idx_dir, "--no-progress")
     assert again["feedback_answers"] == MIN_FEEDBACK + 2 and again["feedback_used"] is True
+    # the step grows with the ratings: a fraction of the whole cap with these few
+    assert again["feedback_step"] == pytest.approx(
+        FEEDBACK_MAX_NORM * (MIN_FEEDBACK + 2) / FEEDBACK_FULL
+    )
     shown = _run("adapt", "--index-dir", idx_dir, "--show")
     changes = shown["feedback_changes"]
     assert isinstance(changes, dict) and any(changes.values())

@@ -55,7 +55,7 @@ def adapt_cmd(
     the shipped model on them; ``status`` then reports ``ranking_model: repository``.
     """
     from ragloom.learn import adapt as learn
-    from ragloom.retrieve.adapt import describe, repository_model
+    from ragloom.retrieve.adapt import FEEDBACK_FULL, describe, repository_model
 
     if sum((show, reset_feedback, remove)) > 1:
         raise ConfigError("--show, --reset-feedback and --remove go one at a time")
@@ -100,7 +100,12 @@ def adapt_cmd(
         click.echo(
             f"adapted: {report.examples} history questions ({report.asked} asked), "
             f"{report.feedback_answers} rated answers"
-            f"{'' if report.feedback_used else ' (too few to use)'}; "
+            + (
+                f" (step {report.feedback_step:.3g}, whole from {FEEDBACK_FULL})"
+                if report.feedback_used
+                else " (too few to use)"
+            )
+            + "; "
             f"MRR@10 on them {mrr.get('global', 0):.3f} -> {mrr.get('adapted', 0):.3f}; "
             f"model {report.digest} in {report.seconds:.1f}s"
         )

@@ -113,6 +113,10 @@ class AdaptReport:
     """Questions from the history asked (mining stops at the time limit)."""
     feedback_answers: int = 0
     feedback_used: bool = False
+    feedback_step: float = 0.0
+    """The feedback correction's length cap for these answers (:func:`feedback_cap`: the whole
+    :data:`~ragloom.retrieve.adapt.FEEDBACK_MAX_NORM` from
+    :data:`~ragloom.retrieve.adapt.FEEDBACK_FULL` answers on); 0 when feedback is not used."""
     newest_commit: str = ""
     seconds: float = 0.0
     digest: str = ""
@@ -403,11 +407,15 @@ def adapt_index(
             fb = feedback_examples(index, answers)
     report.feedback_answers = len(fb)
     report.feedback_used = len(fb) >= MIN_FEEDBACK
+    report.feedback_step = (
+        round(feedback_cap(FEEDBACK_MAX_NORM, len(fb)), 6) if report.feedback_used else 0.0
+    )
     meta = {
         "examples": len(history),
         "asked": report.asked,
         "newest_commit": report.newest_commit,
         "feedback_answers": len(fb),
+        "feedback_step": report.feedback_step,
         "feedback_since": since,
     }
     setting: tuple[float, float] | None = (HISTORY_L2, HISTORY_MAX_NORM)

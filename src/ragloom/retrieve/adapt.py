@@ -245,7 +245,9 @@ def fit_correction(
         if pairs == "static":
             w = w * _swap_weights(bs, hi, lo)
         weights.append(ex.weight * w / max(float(w.sum()), 1e-12))
-        groups.append((slice(start, start + len(hi)), z, bs, hi, lo, ex.weight * w0 / w0.sum()))
+        if pairs == "lambda":  # what the weights are recomputed from at each step
+            sl = slice(start, start + len(hi))
+            groups.append((sl, z, bs, hi, lo, ex.weight * w0 / w0.sum()))
         start += len(hi)
     delta = np.zeros(len(mean))
     if not diffs or max_norm <= 0:

@@ -238,3 +238,11 @@ def test_ratings_below_the_minimum_change_nothing_not_even_the_standardisation()
     assert np.array_equal(alone.mean, with_few.mean) and np.array_equal(
         alone.history, with_few.history
     )
+
+
+def test_the_summary_line_shows_the_held_out_check() -> None:
+    from ragloom.cli.adapt import _validation_text
+
+    text = _validation_text({"global": 0.8733, "1.0/1.0": 0.8553})
+    assert text == ", on the newest (held out) 0.873 -> 0.855"
+    assert _validation_text({}) == "" and _validation_text({"global": 0.5}) == ""

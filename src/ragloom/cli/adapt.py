@@ -106,11 +106,23 @@ def adapt_cmd(
                 else " (too few to use)"
             )
             + "; "
-            f"MRR@10 on them {mrr.get('global', 0):.3f} -> {mrr.get('adapted', 0):.3f}; "
+            f"MRR@10 on them {mrr.get('global', 0):.3f} -> {mrr.get('adapted', 0):.3f}"
+            + _validation_text(report.validation_mrr)
+            + "; "
             f"model {report.digest} in {report.seconds:.1f}s"
         )
     else:
         click.echo(f"not adapted: {report.reason}; +learned ranks with the global model")
+
+
+def _validation_text(figures: dict[str, float]) -> str:
+    """The newest history questions' MRR@10, global and adapted (fitted without them), as the
+    summary line shows them; a check, not a gate (docs/ranking.md, "Per-repository
+    adaptation")."""
+    adapted = [v for k, v in figures.items() if k != "global"]
+    if "global" not in figures or not adapted:
+        return ""
+    return f", on the newest (held out) {figures['global']:.3f} -> {adapted[0]:.3f}"
 
 
 def _print_model(out: dict[str, object], reset: bool, remove: bool) -> None:

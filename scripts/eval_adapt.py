@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import sys
 import tempfile
 import time
@@ -64,6 +65,7 @@ from ragloom.eval.gitrun import (
 )
 from ragloom.eval.mining import load_groups, load_mining_specs
 from ragloom.eval.stats import format_difference, paired_by_id
+from ragloom.index.atomic import atomic_write_bytes
 from ragloom.learn.adapt import choose_setting, feedback_examples, fit_adapted, history_examples
 from ragloom.retrieve.adapt import (
     FEEDBACK_FROZEN,
@@ -93,6 +95,8 @@ FEEDBACK_PAIRS_USED = FEEDBACK_PAIRS
 FROZEN_USED: tuple[str, ...] = HISTORY_FROZEN
 FEEDBACK_FROZEN_USED: tuple[str, ...] = FEEDBACK_FROZEN
 FEEDBACK_FULL_USED = FEEDBACK_FULL
+HISTORY_AGE_USED: float | None = None
+HISTORY_AGES_USED = "tree"
 SHOWN = ("handset", "global", "auto", "feedback", "adversarial10", "feedback+adversarial10")
 
 
@@ -121,6 +125,8 @@ def _fit(*args: Any, **kw: Any) -> AdaptedModel | None:
         history_frozen=FROZEN_USED,
         feedback_frozen=FEEDBACK_FROZEN_USED,
         feedback_full=FEEDBACK_FULL_USED,
+        history_age=HISTORY_AGE_USED,
+        history_ages=HISTORY_AGES_USED,
         **kw,
     )
 
@@ -287,6 +293,7 @@ def _mined_protocol(
     feedback: bool,
     pooled: dict[str, dict[str, float]],
     caps: Sequence[float] = (FEEDBACK_MAX_NORM,),
+    cache: Path | None = None,
 ) -> dict[str, Any]:
     """The production protocol (``--scored mined``): the repository model fitted as ``ragloom
     adapt`` fits it (its history questions asked of the indexed tree, each with the history cut
@@ -297,9 +304,17 @@ def _mined_protocol(
     before = int(groups[0]["timestamp"])
     idx.retriever.history = whole
     t0 = time.perf_counter()
-    examples, asked, _ = history_examples(
-        idx, git_dir, rev=spec.commit, before=before, max_examples=MAX_EXAMPLES, time_limit=1e9
-    )
+    # v2: the examples know their commits since (Example.since)
+    kept = cache / f"{spec.name}-{before}-v2.pkl" if cache is not None else None
+    if kept is not None and kept.is_file():
+        examples, asked = pickle.loads(kept.read_bytes())  # written by this script, below
+    else:
+        examples, asked, _ = history_examples(
+            idx, git_dir, rev=spec.commit, before=before, max_examples=MAX_EXAMPLES, time_limit=1e9
+        )
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(kept, pickle.dumps((examples, asked)))
     row: dict[str, Any] = {
         "examples": len(examples),
         "asked": asked,
@@ -384,6 +399,8 @@ def _mined_trees(args: argparse.Namespace, base: Any, caps: Sequence[float]) -> 
         "trees": str(args.trees),
         "base_models": str(args.base_models or "shipped"),
         "feedback_full": args.feedback_full,
+        "history_age": args.history_age,
+        "history_ages": args.history_ages,
         "repos": {},
     }
     pooled: dict[str, dict[str, float]] = {}
@@ -407,7 +424,7 @@ def _mined_trees(args: argparse.Namespace, base: Any, caps: Sequence[float]) -> 
         try:
             row = _mined_protocol(
                 idx, git_dir, _Target(stem, spec.commit), whole, groups, own, args.feedback,
-                pooled, caps,
+                pooled, caps, args.examples_cache,
             )  # fmt: skip
         finally:
             idx.close()
@@ -517,6 +534,30 @@ def main(argv: list[str] | None = None) -> int:
         help="with --trees: each repository's global model from BASE_MODELS/<owner+name>.json, "
         "one fitted without it (scripts/tune_adapt.py --cache writes them)",
     )
+    ap.add_argument(
+        "--history-age",
+        type=float,
+        default=None,
+        metavar="A",
+        help="the history correction fitted as one that changes with the question's age "
+        "(0 the newest history question, 1 the oldest) and taken at age A (0: extrapolated "
+        "to the newest); default: one correction for every age, as shipped",
+    )
+    ap.add_argument(
+        "--history-ages",
+        choices=("tree", "rank"),
+        default="tree",
+        help="with --history-age: a question's age is its commits since, in the indexed "
+        "tree's history (tree), or its place among the history questions (rank)",
+    )
+    ap.add_argument(
+        "--examples-cache",
+        type=Path,
+        default=None,
+        help="with --trees: keep each repository's mined history questions in "
+        "EXAMPLES_CACHE/<owner+name>-<before>-v2.pkl and read them from there on the next run "
+        "(the mining is most of the run's time; a setting's sweep then takes a minute)",
+    )
     args = ap.parse_args(argv)
     setting_used = (
         tuple(float(v) for v in args.setting.split("/"))
@@ -524,8 +565,10 @@ def main(argv: list[str] | None = None) -> int:
         else (HISTORY_L2, HISTORY_MAX_NORM)
     )
     global HISTORY_PAIRS_USED, FEEDBACK_PAIRS_USED, FROZEN_USED, FEEDBACK_FROZEN_USED
-    global FEEDBACK_FULL_USED
+    global FEEDBACK_FULL_USED, HISTORY_AGE_USED, HISTORY_AGES_USED
     FEEDBACK_FULL_USED = args.feedback_full
+    HISTORY_AGE_USED = args.history_age
+    HISTORY_AGES_USED = args.history_ages
     FROZEN_USED = FROZEN_SETS[args.frozen]
     FEEDBACK_FROZEN_USED = FROZEN_SETS[args.feedback_frozen]
     HISTORY_PAIRS_USED = args.pairs

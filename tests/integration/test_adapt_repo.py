@@ -4,6 +4,8 @@ model is refused with a warning and ranking goes on with the global one."""
 
 from __future__ import annotations
 
+import datetime
+import itertools
 import json
 import os
 import shutil
@@ -16,7 +18,7 @@ from click.testing import CliRunner
 
 import ragloom
 from ragloom.cli import cli
-from ragloom.learn.adapt import model_path
+from ragloom.learn.adapt import feedback_examples, history_examples, model_path
 from ragloom.retrieve.adapt import (
     FEEDBACK_FULL,
     FEEDBACK_MAX_NORM,
@@ -79,6 +81,16 @@ def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
     _run("index", str(repo), "--model", "hashing:64", "--no-progress")
     status = _run("status", "--index-dir", idx_dir)["ranking_model"]
     assert status == {"model": "global", "file_bm25": True}
+    # each history question knows its age: the commits since it in the indexed tree's log
+    mined = ragloom.Index.at(Path(idx_dir))
+    try:
+        examples, _, newest = history_examples(mined, repo / ".git", time_limit=60)
+    finally:
+        mined.close()
+    log = _git(repo, "log", "--no-merges", "--format=%H").split()
+    assert examples and newest in log
+    assert [e.since for e in examples] == [log.index(e.id) for e in examples]
+    assert all(a.since < b.since for a, b in itertools.pairwise(examples))
 
     served = ragloom.Index.at(Path(idx_dir))  # a server's index, open before the adaptation
     served_ranker = served.retriever.ranker
@@ -209,3 +221,34 @@ def test_an_index_without_the_file_bm25_is_not_adapted_until_indexed(
     _run("index", str(copy), "--model", "hashing:64", "--no-progress")
     assert (idx_dir / "bm25-files" / "engine").is_dir()
     assert _run("adapt", "--index-dir", str(idx_dir), "--no-progress")["status"] == "fitted"
+
+
+def test_a_rated_answer_sees_the_history_of_when_it_was_served(repo: Path, tmp_path: Path) -> None:
+    """Feedback is asked again with the change history as it stood when the answer was served:
+    the commits made after it (here every one but the initial import: the answer is dated
+    before them) are not in its history columns; an answer served today sees them."""
+    copy = tmp_path / "web"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".ragloom"))
+    _run("index", str(copy), "--model", "hashing:64", "--no-progress")
+    index = ragloom.Index.at(copy / ".ragloom")
+    try:
+        query = "Fix cookie header quoting"
+        hits = index.search(query, top_k=5).hits
+        cookie = [h.id for h in hits if h.path == "web/cookies.py"]
+        assert cookie
+        names = index.retriever.ranker.names  # type: ignore[union-attr]
+        similar = names.index("hist_similar")
+
+        def answer(ts: float) -> dict[str, object]:
+            return {"query_id": f"q{ts}", "query": query, "ts": ts, "hit_ids": [],
+                    "ratings": {cookie[0]: "helpful"}, "used": []}  # fmt: skip
+
+        early = datetime.datetime(2021, 1, 15, tzinfo=datetime.UTC).timestamp()
+        (then,) = feedback_examples(index, [answer(early)])
+        (now,) = feedback_examples(index, [answer(time.time())])
+        # served before every change: no commit like its question yet
+        assert not then.x[:, similar].any() and now.x[:, similar].any()
+        # the index's own history is left as it was
+        assert index.search(query, top_k=5).hits[0].id == hits[0].id
+    finally:
+        index.close()

@@ -4,6 +4,7 @@ deterministic, and a model fitted over another global model is refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -21,6 +22,7 @@ from ragloom.retrieve.adapt import (
     Example,
     adapted_from_dict,
     describe,
+    fit_aged_correction,
     fit_correction,
     fit_rows,
     pairwise_mrr,
@@ -122,6 +124,54 @@ def test_every_pair_weighting_is_capped_frozen_and_deterministic(
     assert np.linalg.norm(delta) <= cap + 1e-9
     assert not delta[frozen].any()
     assert np.array_equal(delta, again)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    cap=st.floats(0.01, 3.0),
+    at=st.floats(0.0, 1.0),
+    seed=st.integers(0, 50),
+    frozen=st.lists(st.integers(0, 2), max_size=2, unique=True),
+)
+def test_the_aged_correction_is_capped_frozen_and_deterministic(
+    cap: float, at: float, seed: int, frozen: list[int]
+) -> None:
+    ex = _examples(12, seed)
+    scores = [np.zeros(10) for _ in ex]
+    kw = {"at": at, "l2": 0.1, "max_norm": cap, "frozen": frozen}
+    delta = fit_aged_correction(ex, scores, np.zeros(3), np.ones(3), **kw)  # type: ignore[arg-type]
+    again = fit_aged_correction(ex, scores, np.zeros(3), np.ones(3), **kw)  # type: ignore[arg-type]
+    assert len(delta) == 3
+    assert np.linalg.norm(delta) <= cap + 1e-9
+    assert not delta[frozen].any()
+    assert np.array_equal(delta, again)
+
+
+def test_the_aged_correction_follows_the_newest_questions() -> None:
+    """The newer half of the history marks its answers by feature 2, the older half by feature
+    1: taken at the newest age the correction weighs feature 2 above feature 1, taken at the
+    oldest the other way round; the single correction sits between."""
+    n = MIN_EXAMPLES + 20
+    history = _examples(n // 2, seed=1, good=2) + _examples(n // 2, seed=2, good=1)  # newest first
+    single = fit_adapted(_base(), history)
+    newest = fit_adapted(_base(), history, history_age=0.0)
+    oldest = fit_adapted(_base(), history, history_age=1.0)
+    assert single is not None and newest is not None and oldest is not None
+    assert newest.history[2] > newest.history[1]
+    assert oldest.history[1] > oldest.history[2]
+    gap = [m.history[2] - m.history[1] for m in (newest, single, oldest)]
+    assert gap[0] > gap[1] > gap[2]
+    assert fit_adapted(_base(), history, history_age=None).digest == single.digest
+    # ages from the tree's log: the same order here, so the same correction as by rank when
+    # the commits are evenly spaced, and another when they are not
+    even = [dataclasses.replace(e, since=3 * i) for i, e in enumerate(history)]
+    assert np.allclose(fit_adapted(_base(), even, history_age=0.0).history, newest.history)
+    by_rank = fit_adapted(_base(), even, history_age=0.0, history_ages="rank")
+    assert by_rank is not None and np.allclose(by_rank.history, newest.history)
+    bunched = [dataclasses.replace(e, since=i + (100 if i >= n // 2 else 0))
+               for i, e in enumerate(history)]  # fmt: skip
+    far = fit_adapted(_base(), bunched, history_age=0.0)
+    assert far is not None and not np.allclose(far.history, newest.history)
 
 
 def test_rank_weighted_pairs_ignore_what_cannot_move_a_reciprocal_rank_at_10() -> None:

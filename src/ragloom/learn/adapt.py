@@ -12,7 +12,7 @@ has; below :data:`~ragloom.retrieve.adapt.MIN_EXAMPLES` questions with a right a
 candidates nothing is fitted.
 
 **Feedback.** Every answer rated (or with chunks recorded as used) since the last reset is asked
-again; the files of chunks rated helpful or partially helpful, or used, are right answers, the
+again, with the change history as it stood when it was served; the files of chunks rated helpful or partially helpful, or used, are right answers, the
 files of chunks rated not helpful wrong ones. Below :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`
 such answers feedback changes nothing; above, its correction is capped
 (:data:`~ragloom.retrieve.adapt.FEEDBACK_MAX_NORM`, in proportion to the answers up to
@@ -54,6 +54,7 @@ from ragloom.retrieve.adapt import (
     MIN_FEEDBACK,
     AdaptedModel,
     Example,
+    fit_aged_correction,
     fit_correction,
     fit_rows,
     load_adapted,
@@ -169,6 +170,7 @@ def history_examples(
     """(examples, questions asked, newest commit asked) from ``git_dir``'s history at ``rev``:
     commits older than ``before`` (epoch seconds) only, when given."""
     commits = read_log(git_dir, f"--max-count={SCAN_COMMITS}", rev)
+    since = {c.sha: i for i, c in enumerate(commits)}
     chosen = qualifying_questions(commits, max_examples, before)[::-1]  # newest first
     retriever = index.retriever
     whole = retriever.history
@@ -196,7 +198,7 @@ def history_examples(
             paths, x = got
             labels = np.array([1 if p in files else 0 for p in paths])
             if labels.any():
-                out.append(Example(x, labels, 1.0, sha, tuple(paths)))
+                out.append(Example(x, labels, 1.0, sha, tuple(paths), since[sha]))
     finally:
         retriever.history = whole
     newest = chosen[0][1] if chosen else ""
@@ -209,25 +211,45 @@ def feedback_examples(
     """Examples of rated answers (:meth:`ragloom.server.feedback.FeedbackBase.rated_answers`):
     each asked again (of ``searcher``, by default ``index``); files of helpful, partially
     helpful or used chunks are right answers, files of chunks rated not helpful wrong ones (a
-    file both rated and used counts as right)."""
+    file both rated and used counts as right).
+
+    Asked of ``index``, each answer sees the change history as it stood when it was served
+    (its ``ts``), as a history question sees it before its commit: a commit made after the
+    answer, often the very change its question asked for, would otherwise mark the right file
+    in its history columns, and the correction would learn to trust them more than a new
+    question can."""
     ids = sorted({c for a in answers for c in (*a["ratings"], *a["used"])})
     rows = index._reader_store().chunks_by_ids(ids) if ids else {}
     path_of = {cid: row.path for cid, row in rows.items()}
+    retriever = index.retriever
+    whole = retriever.history
+    as_of = HistoryAsOf(whole) if searcher is None and isinstance(whole, CommitHistory) else None
+    if as_of is not None:
+        retriever.history = as_of
     out: list[Example] = []
-    for a in answers:
-        good = {path_of[c] for c in a["used"] if c in path_of}
-        good |= {path_of[c] for c, r in a["ratings"].items() if c in path_of and r != "not_helpful"}
-        bad = {path_of[c] for c, r in a["ratings"].items() if c in path_of and r == "not_helpful"}
-        bad -= good
-        if not good and not bad:
-            continue
-        got = ask(searcher if searcher is not None else index, str(a["query"]))
-        if got is None:
-            continue
-        paths, x = got
-        labels = np.array([1 if p in good else -1 if p in bad else 0 for p in paths])
-        if (labels != 0).any():
-            out.append(Example(x, labels, 1.0, str(a["query_id"]), tuple(paths)))
+    try:
+        for a in answers:
+            good = {path_of[c] for c in a["used"] if c in path_of}
+            good |= {
+                path_of[c] for c, r in a["ratings"].items() if c in path_of and r != "not_helpful"
+            }
+            bad = {
+                path_of[c] for c, r in a["ratings"].items() if c in path_of and r == "not_helpful"
+            }
+            bad -= good
+            if not good and not bad:
+                continue
+            if as_of is not None:
+                as_of.before = float(a["ts"])
+            got = ask(searcher if searcher is not None else index, str(a["query"]))
+            if got is None:
+                continue
+            paths, x = got
+            labels = np.array([1 if p in good else -1 if p in bad else 0 for p in paths])
+            if (labels != 0).any():
+                out.append(Example(x, labels, 1.0, str(a["query_id"]), tuple(paths)))
+    finally:
+        retriever.history = whole
     return out
 
 
@@ -294,6 +316,8 @@ def fit_adapted(
     history_frozen: Sequence[str] = HISTORY_FROZEN,
     feedback_frozen: Sequence[str] = FEEDBACK_FROZEN,
     feedback_full: int = FEEDBACK_FULL,
+    history_age: float | None = None,
+    history_ages: str = "tree",
 ) -> AdaptedModel | None:
     """The repository's model over ``base``, or None when neither part has enough examples
     (:data:`~ragloom.retrieve.adapt.MIN_EXAMPLES`, :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`).
@@ -301,7 +325,11 @@ def fit_adapted(
     correction's pair weighting and ``feedback_pairs`` the feedback's, ``history_frozen`` the
     columns the history correction leaves alone and ``feedback_frozen`` those the feedback's,
     ``feedback_full`` the rated answers from which the feedback takes its whole cap
-    (:func:`~ragloom.retrieve.adapt.fit_correction`; an evaluation's grid)."""
+    (:func:`~ragloom.retrieve.adapt.fit_correction`; an evaluation's grid). ``history_age``: the
+    history correction fitted as one that changes with the question's age (``history`` newest
+    first) and taken at that age, measured as ``history_ages`` says
+    (:func:`~ragloom.retrieve.adapt.fit_aged_correction`); None, the shipped one, a single
+    correction for every age."""
     meta = dict(meta or {})
     use_history = len(history) >= MIN_EXAMPLES
     use_feedback = len(feedback) >= MIN_FEEDBACK
@@ -316,15 +344,18 @@ def fit_adapted(
     if use_history:
         scores = [base.predict(e.x) for e in history]
         frozen = [i for i, name in enumerate(base.names) if name in history_frozen]
-        d_hist = fit_correction(
-            history,
-            scores,
-            mean,
-            scale,
-            l2=history_l2,
-            max_norm=history_max_norm,
-            frozen=frozen,
-            pairs=history_pairs,
+        common: dict[str, Any] = {
+            "l2": history_l2,
+            "max_norm": history_max_norm,
+            "frozen": frozen,
+            "pairs": history_pairs,
+        }
+        d_hist = (
+            fit_correction(history, scores, mean, scale, **common)
+            if history_age is None
+            else fit_aged_correction(
+                history, scores, mean, scale, at=history_age, ages=history_ages, **common
+            )
         )
     d_fb = np.zeros(n)
     if use_feedback:

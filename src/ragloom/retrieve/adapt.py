@@ -53,6 +53,7 @@ __all__ = [
     "RepositoryRanker",
     "adapted_from_dict",
     "describe",
+    "fit_aged_correction",
     "fit_correction",
     "fit_rows",
     "load_adapted",
@@ -161,6 +162,9 @@ class Example:
     id: str = ""
     paths: tuple[str, ...] = ()
     """The candidates' files (scores then count files, as the evaluations do)."""
+    since: int = -1
+    """Commits in the indexed tree's history since this question's commit (-1: not known): its
+    age, for :func:`fit_aged_correction`."""
 
 
 def fit_rows(base: RankerModel, examples: Sequence[Example]) -> list[Example]:
@@ -174,7 +178,7 @@ def fit_rows(base: RankerModel, examples: Sequence[Example]) -> list[Example]:
         x = np.asarray(e.x)
         keep = file_first_rows(x, base.names)
         paths = tuple(e.paths[int(i)] for i in keep) if e.paths else ()
-        out.append(Example(x[keep], np.asarray(e.labels)[keep], e.weight, e.id, paths))
+        out.append(Example(x[keep], np.asarray(e.labels)[keep], e.weight, e.id, paths, e.since))
     return out
 
 
@@ -278,6 +282,57 @@ def fit_correction(
         # d/d(delta) of log(1 + exp(-margin)) is -sigmoid(-margin) * d
         g = -(d.T @ (w * 0.5 * (1.0 - np.tanh(margin / 2.0)))) + l2 * delta
         delta = delta - lr * g
+    norm = float(np.linalg.norm(delta))
+    if norm > max_norm > 0:
+        delta = delta * (max_norm / norm)
+    return np.asarray(delta)
+
+
+def fit_aged_correction(
+    examples: Sequence[Example],
+    base_scores: Sequence[np.ndarray],
+    mean: np.ndarray,
+    scale: np.ndarray,
+    *,
+    at: float,
+    l2: float,
+    max_norm: float,
+    frozen: Sequence[int] = (),
+    pairs: str = PAIRS,
+    ages: str = "tree",
+) -> np.ndarray:
+    """A correction that may change with a question's age: :func:`fit_correction` over each
+    standardised row ``z`` and ``a * z``, so that ``delta(a) = d0 + a * d1``; returned at
+    ``a = at``, its length capped at ``max_norm``. ``a`` is, with ``ages`` ``tree``, the
+    example's commits since (:attr:`Example.since`) over the oldest example's (0: the indexed
+    tree's own time; every example must know it, else ``rank``), with ``rank`` its place among
+    ``examples`` (newest first: 0 the newest, 1 the oldest). A history question is asked of
+    today's tree, which has moved on from its commit the more the older it is; ``at`` 0 takes
+    the correction where a user's next question is asked. An evaluation's option
+    (``scripts/eval_adapt.py --history-age``); docs/ranking.md "An age-aware correction"."""
+    n, k = len(examples), len(mean)
+    since = np.array([e.since for e in examples], dtype=np.float64)
+    if ages == "tree" and n and (since >= 0).all() and since.max() > 0:
+        age = since / since.max()
+    else:
+        age = np.arange(n) / max(n - 1, 1)
+    aged: list[Example] = []
+    for a, e in zip(age, examples, strict=True):
+        x = np.asarray(e.x, dtype=np.float64)
+        aged.append(
+            Example(np.hstack([x, a * (x - mean) / scale]), e.labels, e.weight, e.id, e.paths)
+        )
+    both = fit_correction(
+        aged,
+        base_scores,
+        np.concatenate([mean, np.zeros(k)]),
+        np.concatenate([scale, np.ones(k)]),
+        l2=l2,
+        max_norm=max_norm,
+        frozen=[*frozen, *(k + i for i in frozen)],
+        pairs=pairs,
+    )
+    delta = both[:k] + at * both[k:]
     norm = float(np.linalg.norm(delta))
     if norm > max_norm > 0:
         delta = delta * (max_norm / norm)

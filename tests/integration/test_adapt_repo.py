@@ -252,3 +252,12 @@ def test_a_rated_answer_sees_the_history_of_when_it_was_served(repo: Path, tmp_p
         assert index.search(query, top_k=5).hits[0].id == hits[0].id
     finally:
         index.close()
+
+
+def test_a_shallow_clone_is_told_how_to_bring_its_history(repo: Path, tmp_path: Path) -> None:
+    shallow = tmp_path / "shallow"
+    _git(tmp_path, "clone", "-q", "--depth", "1", repo.as_uri(), str(shallow))
+    _run("index", str(shallow), "--model", "hashing:64", "--no-progress")
+    report = _run("adapt", "--index-dir", str(shallow / ".ragloom"), "--no-progress")
+    assert report["status"] == "global"
+    assert "shallow: `git fetch --unshallow`" in str(report["reason"])

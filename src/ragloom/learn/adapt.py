@@ -471,6 +471,9 @@ def adapt_index(
             f"{len(history)} history questions with an answer (at least {MIN_EXAMPLES} needed)"
             f" and {len(fb)} rated answers (at least {MIN_FEEDBACK})"
         )
+        if git_dir is not None and (git_dir / "shallow").is_file():
+            # a CI checkout (`--depth 1`): the history the adaptation learns from is not there
+            report.reason += "; the clone is shallow: `git fetch --unshallow` brings its history"
         if write and path.exists():
             path.unlink()
         return report, None

@@ -97,6 +97,7 @@ FEEDBACK_FROZEN_USED: tuple[str, ...] = FEEDBACK_FROZEN
 FEEDBACK_FULL_USED = FEEDBACK_FULL
 HISTORY_AGE_USED: float | None = None
 HISTORY_AGES_USED = "tree"
+FEEDBACK_TRIM_USED = 0.0
 SHOWN = ("handset", "global", "auto", "feedback", "adversarial10", "feedback+adversarial10")
 
 
@@ -127,6 +128,7 @@ def _fit(*args: Any, **kw: Any) -> AdaptedModel | None:
         feedback_full=FEEDBACK_FULL_USED,
         history_age=HISTORY_AGE_USED,
         history_ages=HISTORY_AGES_USED,
+        feedback_trim=FEEDBACK_TRIM_USED,
         **kw,
     )
 
@@ -401,6 +403,7 @@ def _mined_trees(args: argparse.Namespace, base: Any, caps: Sequence[float]) -> 
         "feedback_full": args.feedback_full,
         "history_age": args.history_age,
         "history_ages": args.history_ages,
+        "feedback_trim": args.feedback_trim,
         "repos": {},
     }
     pooled: dict[str, dict[str, float]] = {}
@@ -551,6 +554,14 @@ def main(argv: list[str] | None = None) -> int:
         "tree's history (tree), or its place among the history questions (rank)",
     )
     ap.add_argument(
+        "--feedback-trim",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="set aside this share of the rated answers the history-corrected model disagrees "
+        "with most before the feedback is fitted (default 0: none, as shipped)",
+    )
+    ap.add_argument(
         "--examples-cache",
         type=Path,
         default=None,
@@ -565,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
         else (HISTORY_L2, HISTORY_MAX_NORM)
     )
     global HISTORY_PAIRS_USED, FEEDBACK_PAIRS_USED, FROZEN_USED, FEEDBACK_FROZEN_USED
-    global FEEDBACK_FULL_USED, HISTORY_AGE_USED, HISTORY_AGES_USED
+    global FEEDBACK_FULL_USED, HISTORY_AGE_USED, HISTORY_AGES_USED, FEEDBACK_TRIM_USED
+    FEEDBACK_TRIM_USED = args.feedback_trim
     FEEDBACK_FULL_USED = args.feedback_full
     HISTORY_AGE_USED = args.history_age
     HISTORY_AGES_USED = args.history_ages
@@ -588,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
         "frozen": args.frozen,
         "feedback_frozen": args.feedback_frozen,
         "feedback_full": args.feedback_full,
+        "history_age": args.history_age,
+        "history_ages": args.history_ages,
+        "feedback_trim": args.feedback_trim,
         "repos": {},
     }
     pooled: dict[str, dict[str, float]] = {}

@@ -22,10 +22,12 @@ from ragloom.retrieve.adapt import (
     Example,
     adapted_from_dict,
     describe,
+    example_losses,
     fit_aged_correction,
     fit_correction,
     fit_rows,
     pairwise_mrr,
+    trimmed,
 )
 from ragloom.retrieve.ranker import RankerModel, RankerModelError
 
@@ -172,6 +174,41 @@ def test_the_aged_correction_follows_the_newest_questions() -> None:
                for i, e in enumerate(history)]  # fmt: skip
     far = fit_adapted(_base(), bunched, history_age=0.0)
     assert far is not None and not np.allclose(far.history, newest.history)
+
+
+def test_losses_say_how_strongly_a_ranking_disagrees_and_trimming_drops_the_worst() -> None:
+    ex = _examples(10, seed=3)
+    agree = [e.x[:, 1] * 5.0 for e in ex]  # feature 1 marks the answer: ranked first
+    losses = example_losses(ex, agree)
+    assert (losses < 0.25).all()
+    flipped = [*agree[:7], *(-a for a in agree[7:])]  # the last three ranked against
+    losses = example_losses(ex, flipped)
+    assert losses[7:].min() > losses[:7].max()
+    kept, scores = trimmed(ex, flipped, 0.3)
+    assert [e.id for e in kept] == [e.id for e in ex[:7]] and len(scores) == 7
+    assert trimmed(ex, flipped, 0.0)[0] == list(ex)
+    assert trimmed(ex, flipped, 0.3)[0] == kept  # deterministic
+
+
+def test_trimmed_feedback_sets_aside_ratings_against_the_history() -> None:
+    """Feedback that says what the history says, and a few ratings that say the opposite: with
+    the trim the adversarial ones are set aside, and the feedback correction is the one the
+    legit ratings alone give."""
+    history = _examples(MIN_EXAMPLES + 10, seed=4)
+    legit = _examples(MIN_FEEDBACK + 6, seed=5)
+    adversarial = []
+    for e in _examples(10, seed=6):
+        labels = np.zeros(10, dtype=int)
+        labels[3], labels[7] = -1, 1  # the right answer rated not helpful, another helpful
+        adversarial.append(Example(e.x, labels, 1.0, "adv-" + e.id))
+    base = _base((0.0, 1.0, 0.0))  # ranks by the feature that marks the answer
+    alone = fit_adapted(base, history, legit)
+    both = fit_adapted(base, history, [*legit, *adversarial])
+    kept = fit_adapted(base, history, [*legit, *adversarial], feedback_trim=10 / 36)
+    assert alone is not None and both is not None and kept is not None
+    assert not np.allclose(both.feedback, alone.feedback)
+    assert np.allclose(kept.feedback, alone.feedback)
+    assert fit_adapted(base, history, legit, feedback_trim=0.0).digest == alone.digest
 
 
 def test_rank_weighted_pairs_ignore_what_cannot_move_a_reciprocal_rank_at_10() -> None:

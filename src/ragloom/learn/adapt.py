@@ -60,6 +60,7 @@ from ragloom.retrieve.adapt import (
     load_adapted,
     pairwise_mrr,
     standardisation,
+    trimmed,
 )
 from ragloom.retrieve.ranker import RankerModel
 from ragloom.retrieve.stages.features import tapped
@@ -318,6 +319,7 @@ def fit_adapted(
     feedback_full: int = FEEDBACK_FULL,
     history_age: float | None = None,
     history_ages: str = "tree",
+    feedback_trim: float = 0.0,
 ) -> AdaptedModel | None:
     """The repository's model over ``base``, or None when neither part has enough examples
     (:data:`~ragloom.retrieve.adapt.MIN_EXAMPLES`, :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`).
@@ -329,7 +331,9 @@ def fit_adapted(
     history correction fitted as one that changes with the question's age (``history`` newest
     first) and taken at that age, measured as ``history_ages`` says
     (:func:`~ragloom.retrieve.adapt.fit_aged_correction`); None, the shipped one, a single
-    correction for every age."""
+    correction for every age. ``feedback_trim``: the share of the rated answers the
+    history-corrected model disagrees with most, set aside before the feedback is fitted
+    (:func:`~ragloom.retrieve.adapt.trimmed`; 0, the shipped value, keeps them all)."""
     meta = dict(meta or {})
     use_history = len(history) >= MIN_EXAMPLES
     use_feedback = len(feedback) >= MIN_FEEDBACK
@@ -360,6 +364,7 @@ def fit_adapted(
     d_fb = np.zeros(n)
     if use_feedback:
         scores = [base.predict(e.x) + ((e.x - mean) / scale) @ d_hist for e in feedback]
+        feedback, scores = trimmed(feedback, scores, feedback_trim)
         d_fb = fit_correction(
             feedback,
             scores,

@@ -53,6 +53,7 @@ __all__ = [
     "RepositoryRanker",
     "adapted_from_dict",
     "describe",
+    "example_losses",
     "fit_aged_correction",
     "fit_correction",
     "fit_rows",
@@ -61,6 +62,7 @@ __all__ = [
     "repository_model",
     "repository_model_state",
     "standardisation",
+    "trimmed",
 ]
 
 ADAPTED_FORMAT = "ragloom-adapted-1"
@@ -203,6 +205,33 @@ def _pairs(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lo = [np.tile(rest, len(pos)), np.tile(neg, len(unrated))]
     w = [np.ones(len(pos) * len(rest)), np.full(len(unrated) * len(neg), UNRATED_OVER_NEGATIVE)]
     return np.concatenate(hi), np.concatenate(lo), np.concatenate(w)
+
+
+def example_losses(examples: Sequence[Example], scores: Sequence[np.ndarray]) -> np.ndarray:
+    """Each example's pairwise logistic loss at ``scores`` (its pairs' weighted mean; 0 for an
+    example that states no pair): how strongly the ranking disagrees with what it says."""
+    out = np.zeros(len(examples))
+    for k, (ex, s) in enumerate(zip(examples, scores, strict=True)):
+        hi, lo, w = _pairs(np.asarray(ex.labels))
+        if len(hi):
+            margin = np.asarray(s, dtype=np.float64)[hi] - np.asarray(s, dtype=np.float64)[lo]
+            out[k] = float(np.average(np.logaddexp(0.0, -margin), weights=w))
+    return out
+
+
+def trimmed(
+    examples: Sequence[Example], scores: Sequence[np.ndarray], share: float
+) -> tuple[list[Example], list[np.ndarray]]:
+    """``examples`` (and their ``scores``) without the ``share`` of them the ranking at
+    ``scores`` disagrees with most (:func:`example_losses`; ties: the later ones go first)."""
+    drop = int(np.floor(share * len(examples) + 1e-9))
+    if drop <= 0:
+        return list(examples), list(scores)
+    losses = example_losses(examples, scores)
+    order = np.lexsort((-np.arange(len(examples)), -losses))  # highest loss, then the later
+    gone = set(int(i) for i in order[:drop])
+    keep = [i for i in range(len(examples)) if i not in gone]
+    return [examples[i] for i in keep], [scores[i] for i in keep]
 
 
 def fit_correction(

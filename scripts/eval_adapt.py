@@ -27,6 +27,10 @@ question scored, and scored on the repository's mined test questions (``--mined`
 asked for is not yet in the tree). With ``--feedback`` the older half of them is rated and the
 newer half scored; ``--mined-split train`` is its bed (the newest train questions, no test one).
 
+``--history-age`` and ``--feedback-trim`` measure corrections tried and not shipped (docs/ranking.md,
+"A setting chosen without test questions"); ``--examples-cache DIR`` keeps the production
+protocol's mined history questions, so a sweep of settings reruns in a minute.
+
     .venv/bin/python scripts/eval_adapt.py --out eval-out/git [--feedback] [--repo chi]
     .venv/bin/python scripts/eval_adapt.py --out eval-out/git --scored mined --feedback
     .venv/bin/python scripts/eval_adapt.py --out eval-out/git --feedback-bed tune \

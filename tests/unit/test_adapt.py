@@ -188,6 +188,11 @@ def test_losses_say_how_strongly_a_ranking_disagrees_and_trimming_drops_the_wors
     assert [e.id for e in kept] == [e.id for e in ex[:7]] and len(scores) == 7
     assert trimmed(ex, flipped, 0.0)[0] == list(ex)
     assert trimmed(ex, flipped, 0.3)[0] == kept  # deterministic
+    with pytest.raises(ValueError, match="set aside"):
+        trimmed(ex, flipped, 1.0)
+    with pytest.raises(ValueError, match="unknown ages"):
+        fit_aged_correction(ex, flipped, np.zeros(3), np.ones(3), at=0.0, l2=1.0, max_norm=1.0,
+                            ages="days")  # fmt: skip
 
 
 def test_trimmed_feedback_sets_aside_ratings_against_the_history() -> None:

@@ -224,6 +224,8 @@ def trimmed(
 ) -> tuple[list[Example], list[np.ndarray]]:
     """``examples`` (and their ``scores``) without the ``share`` of them the ranking at
     ``scores`` disagrees with most (:func:`example_losses`; ties: the later ones go first)."""
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"the share of examples set aside must be in [0, 1), got {share}")
     drop = int(np.floor(share * len(examples) + 1e-9))
     if drop <= 0:
         return list(examples), list(scores)
@@ -339,6 +341,8 @@ def fit_aged_correction(
     today's tree, which has moved on from its commit the more the older it is; ``at`` 0 takes
     the correction where a user's next question is asked. An evaluation's option
     (``scripts/eval_adapt.py --history-age``); docs/ranking.md "An age-aware correction"."""
+    if ages not in ("tree", "rank"):
+        raise ValueError(f"unknown ages {ages!r}: tree or rank")
     n, k = len(examples), len(mean)
     since = np.array([e.since for e in examples], dtype=np.float64)
     if ages == "tree" and n and (since >= 0).all() and since.max() > 0:

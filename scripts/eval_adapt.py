@@ -395,6 +395,16 @@ def _count(rows: dict[str, Any], arm: str, ref: str) -> tuple[int, int]:
     return sum(x > 1e-9 for x in d), sum(x < -1e-9 for x in d)
 
 
+def _fit_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The fit's settings a results file records, in both protocols."""
+    return {
+        "feedback_full": args.feedback_full,
+        "history_age": args.history_age,
+        "history_ages": args.history_ages,
+        "feedback_trim": args.feedback_trim,
+    }
+
+
 def _mined_trees(args: argparse.Namespace, base: Any, caps: Sequence[float]) -> int:
     """``--scored mined --trees DIR``: the production protocol on every mined repository
     (``--ltr-repos``), each adapted on the index its mining left in ``DIR/<owner+name>`` (the
@@ -404,10 +414,7 @@ def _mined_trees(args: argparse.Namespace, base: Any, caps: Sequence[float]) -> 
         "scored": "mined",
         "trees": str(args.trees),
         "base_models": str(args.base_models or "shipped"),
-        "feedback_full": args.feedback_full,
-        "history_age": args.history_age,
-        "history_ages": args.history_ages,
-        "feedback_trim": args.feedback_trim,
+        **_fit_settings(args),
         "repos": {},
     }
     pooled: dict[str, dict[str, float]] = {}
@@ -603,10 +610,7 @@ def main(argv: list[str] | None = None) -> int:
         "feedback_pairs": args.feedback_pairs,
         "frozen": args.frozen,
         "feedback_frozen": args.feedback_frozen,
-        "feedback_full": args.feedback_full,
-        "history_age": args.history_age,
-        "history_ages": args.history_ages,
-        "feedback_trim": args.feedback_trim,
+        **_fit_settings(args),
         "repos": {},
     }
     pooled: dict[str, dict[str, float]] = {}

@@ -236,6 +236,12 @@ def trimmed(
     return [examples[i] for i in keep], [scores[i] for i in keep]
 
 
+def _capped(delta: np.ndarray, max_norm: float) -> np.ndarray:
+    """``delta`` shortened to ``max_norm`` when longer (a cap of 0: no cap)."""
+    norm = float(np.linalg.norm(delta))
+    return np.asarray(delta * (max_norm / norm) if norm > max_norm > 0 else delta)
+
+
 def fit_correction(
     examples: Sequence[Example],
     base_scores: Sequence[np.ndarray],
@@ -313,10 +319,7 @@ def fit_correction(
         # d/d(delta) of log(1 + exp(-margin)) is -sigmoid(-margin) * d
         g = -(d.T @ (w * 0.5 * (1.0 - np.tanh(margin / 2.0)))) + l2 * delta
         delta = delta - lr * g
-    norm = float(np.linalg.norm(delta))
-    if norm > max_norm > 0:
-        delta = delta * (max_norm / norm)
-    return np.asarray(delta)
+    return _capped(delta, max_norm)
 
 
 def fit_aged_correction(
@@ -366,10 +369,7 @@ def fit_aged_correction(
         pairs=pairs,
     )
     delta = both[:k] + at * both[k:]
-    norm = float(np.linalg.norm(delta))
-    if norm > max_norm > 0:
-        delta = delta * (max_norm / norm)
-    return np.asarray(delta)
+    return _capped(delta, max_norm)
 
 
 def _discount(ranks: np.ndarray) -> np.ndarray:

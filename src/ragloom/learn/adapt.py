@@ -12,12 +12,13 @@ has; below :data:`~ragloom.retrieve.adapt.MIN_EXAMPLES` questions with a right a
 candidates nothing is fitted.
 
 **Feedback.** Every answer rated (or with chunks recorded as used) since the last reset is asked
-again, with the change history as it stood when it was served; the files of chunks rated helpful or partially helpful, or used, are right answers, the
-files of chunks rated not helpful wrong ones. Below :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`
+again, with the change history as it stood when it was served; the files of chunks rated
+helpful or partially helpful, or used, are right answers, the files of chunks rated not helpful
+wrong ones. Below :data:`~ragloom.retrieve.adapt.MIN_FEEDBACK`
 such answers feedback changes nothing; above, its correction is capped
 (:data:`~ragloom.retrieve.adapt.FEEDBACK_MAX_NORM`, in proportion to the answers up to
-:data:`~ragloom.retrieve.adapt.FEEDBACK_FULL`: :func:`feedback_cap`). :func:`reset_feedback` forgets what
-feedback changed (the ratings stay recorded, but only newer ones count).
+:data:`~ragloom.retrieve.adapt.FEEDBACK_FULL`: :func:`feedback_cap`). :func:`reset_feedback`
+forgets what feedback changed (the ratings stay recorded, but only newer ones count).
 
 The model is written atomically to ``<index>/ranker-adapted.json`` and read by
 :class:`ragloom.api.Index` when it opens its retriever; ``+learned`` ranks with it.
@@ -27,7 +28,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,6 +160,24 @@ def _prefix(index: Index) -> str:
     return str(getattr(index.retriever.history, "prefix", "") or "")
 
 
+@contextmanager
+def _history_as_of(index: Any, cut: bool = True) -> Iterator[HistoryAsOf | None]:
+    """The index's change history seen through a :class:`HistoryAsOf` (whose ``before`` the
+    caller sets per question) while the block runs, then put back; None, and the history left
+    as it is, when the index has no commit history or ``cut`` is false."""
+    retriever = index.retriever
+    whole = retriever.history
+    if not cut or not isinstance(whole, CommitHistory):
+        yield None
+        return
+    as_of = HistoryAsOf(whole)
+    retriever.history = as_of
+    try:
+        yield as_of
+    finally:
+        retriever.history = whole
+
+
 def history_examples(
     index: Index,
     git_dir: Path,
@@ -173,16 +193,11 @@ def history_examples(
     commits = read_log(git_dir, f"--max-count={SCAN_COMMITS}", rev)
     since = {c.sha: i for i, c in enumerate(commits)}
     chosen = qualifying_questions(commits, max_examples, before)[::-1]  # newest first
-    retriever = index.retriever
-    whole = retriever.history
     prefix = _prefix(index)
-    as_of = HistoryAsOf(whole) if isinstance(whole, CommitHistory) else None
-    if as_of is not None:
-        retriever.history = as_of
     out: list[Example] = []
     asked = 0
     t0 = time.perf_counter()
-    try:
+    with _history_as_of(index) as as_of:
         for ts, sha, query, gold in chosen:
             if time.perf_counter() - t0 > time_limit:
                 break
@@ -200,8 +215,6 @@ def history_examples(
             labels = np.array([1 if p in files else 0 for p in paths])
             if labels.any():
                 out.append(Example(x, labels, 1.0, sha, tuple(paths), since[sha]))
-    finally:
-        retriever.history = whole
     newest = chosen[0][1] if chosen else ""
     return out, asked, newest
 
@@ -222,13 +235,8 @@ def feedback_examples(
     ids = sorted({c for a in answers for c in (*a["ratings"], *a["used"])})
     rows = index._reader_store().chunks_by_ids(ids) if ids else {}
     path_of = {cid: row.path for cid, row in rows.items()}
-    retriever = index.retriever
-    whole = retriever.history
-    as_of = HistoryAsOf(whole) if searcher is None and isinstance(whole, CommitHistory) else None
-    if as_of is not None:
-        retriever.history = as_of
     out: list[Example] = []
-    try:
+    with _history_as_of(index, cut=searcher is None) as as_of:
         for a in answers:
             good = {path_of[c] for c in a["used"] if c in path_of}
             good |= {
@@ -249,8 +257,6 @@ def feedback_examples(
             labels = np.array([1 if p in good else -1 if p in bad else 0 for p in paths])
             if (labels != 0).any():
                 out.append(Example(x, labels, 1.0, str(a["query_id"]), tuple(paths)))
-    finally:
-        retriever.history = whole
     return out
 
 

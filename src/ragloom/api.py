@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from ragloom.embed.base import Embedder
     from ragloom.graph import CodeGraph
     from ragloom.index.postgres import PostgresBackend
+    from ragloom.index.rows import ChunkRow
+    from ragloom.retrieve.adapt import ModelStore
     from ragloom.retrieve.search import SearchResult
     from ragloom.sources.base import ItemStorage
     from ragloom.sources.pg_items import PgItemStorage
@@ -185,6 +187,18 @@ class Index:
         """What the graph and its answers (map, structure) read: the folder's store here."""
         return self._reader_store()
 
+    def chunks_by_ids(self, ids: Collection[str]) -> dict[str, ChunkRow]:
+        """The chunks of ``ids`` that the published generation holds, by id."""
+        return self._graph_store().chunks_by_ids(sorted(ids))
+
+    def ranking_model_store(self) -> ModelStore:
+        """Where this repository's own ranking model is kept (``ragloom adapt``,
+        :mod:`ragloom.learn.adapt`): ``ranker-adapted.json`` in the index folder here, a row of
+        the database for :class:`PostgresIndex`."""
+        from ragloom.retrieve.adapt import FileModelStore
+
+        return FileModelStore(self.index_dir)
+
     def source_storage(self) -> ItemStorage | None:
         """Where this index's stored sources (docs, commits, issues, prs) keep their items
         when not in ``<index>/sources/`` (None here: the folder; the database for
@@ -205,7 +219,7 @@ class Index:
                 embedder=self._embedder_arg,
             )
             retriever.history = CommitHistory.open(self.index_dir, self.root)
-            retriever.ranker = RepositoryRanker(self.index_dir)
+            retriever.ranker = RepositoryRanker(self.ranking_model_store())
             self._retriever = retriever
         return self._retriever
 
@@ -635,7 +649,7 @@ class Index:
             generation=store.generation(),
             bm25=bm25_state,
             history=self._history_status(),
-            ranking_model=describe(*repository_model_state(self.index_dir))
+            ranking_model=describe(*repository_model_state(self.ranking_model_store()))
             | {"file_bm25": (self.index_dir / FILE_BM25_DIR / "engine").is_dir()},
             git=git_status(
                 self.root,
@@ -730,6 +744,13 @@ class PostgresIndex(Index):
             self._sources = PgItemStorage(self.dsn, self.repository, self.cache_dir)
         return self._sources
 
+    def ranking_model_store(self) -> ModelStore:
+        """The repository's row of the database's ``ranking_models`` (every server of a team
+        ranks with the one model ``ragloom adapt --backend postgres`` wrote)."""
+        from ragloom.retrieve.adapt import RowModelStore
+
+        return RowModelStore(self._open())
+
     def _graph_store(self) -> Store | PostgresBackend:
         """The repository in the database: :meth:`graph` (from ``file_graph`` and the code
         chunks, cached per generation as for a folder), ``repo_map`` and structure read it."""
@@ -766,6 +787,7 @@ class PostgresIndex(Index):
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
+            from ragloom.retrieve.adapt import RepositoryRanker
             from ragloom.retrieve.reader import open_postgres_retriever
             from ragloom.sources.commit_history import CommitHistory
 
@@ -775,6 +797,7 @@ class PostgresIndex(Index):
             storage = self.source_storage()
             if storage.has_store("commits"):
                 retriever.history = CommitHistory.attach(storage.open_store("commits"), self.root)
+            retriever.ranker = RepositoryRanker(self.ranking_model_store())
             self._retriever = retriever
         return self._retriever
 
@@ -840,6 +863,7 @@ class PostgresIndex(Index):
     def status(self, *, freshness: bool = True) -> IndexStatus:
         """Counts, model and generation of the repository in the database."""
         from ragloom.index.postgres import SCHEMA_VERSION
+        from ragloom.retrieve.adapt import describe, repository_model_state
 
         backend = self._open()
         backend.refresh_info()
@@ -871,7 +895,9 @@ class PostgresIndex(Index):
             generation=info.generation,
             bm25={"backend": "postgres", "cache_dir": str(self.cache_dir)},
             history=self._history_status(),
-            ranking_model={"model": "global", "file_bm25": True},  # built with its BM25
+            # built with its BM25 over whole files
+            ranking_model=describe(*repository_model_state(self.ranking_model_store()))
+            | {"file_bm25": True},
             # no meta store here: indexed_branch and indexed_head stay null
             git=git_status(self.root, None, dirty=freshness, exclude=(self.index_dir,)),
         )

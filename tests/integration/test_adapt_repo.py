@@ -49,7 +49,12 @@ def _git(cwd: Path, *args: str, date: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("adapt") / "web"
+    return make_web_repo(tmp_path_factory.mktemp("adapt") / "web")
+
+
+def make_web_repo(root: Path) -> Path:
+    """A git repository of five topic files and 26 commits, each changing one file with a
+    message that names its topic (enough history questions to adapt on)."""
     (root / "web").mkdir(parents=True)
     _git(root, "init", "-q", "-b", "main")
     _git(root, "config", "user.email", "a@b.c")

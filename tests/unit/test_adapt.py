@@ -338,3 +338,77 @@ def test_the_summary_line_shows_the_held_out_check() -> None:
     text = _validation_text({"global": 0.8733, "1.0/1.0": 0.8553})
     assert text == ", on the newest (held out) 0.873 -> 0.855"
     assert _validation_text({}) == "" and _validation_text({"global": 0.5}) == ""
+
+
+class _MemoryStore:
+    """A :class:`~ragloom.retrieve.adapt.ModelStore` in memory that counts its stamp reads
+    and can be made unreachable (a database that went away)."""
+
+    where = "memory"
+
+    def __init__(self, recheck_s: float) -> None:
+        self.recheck_s = recheck_s
+        self.text: str | None = None
+        self.version = 0
+        self.stamps = 0
+        self.down = False
+
+    def stamp(self) -> object | None:
+        self.stamps += 1
+        if self.down:
+            raise OSError("the database went away")
+        return self.version if self.text is not None else None
+
+    def read(self) -> str | None:
+        return self.text
+
+    def write(self, model: AdaptedModel) -> None:
+        self.text, self.version = model.to_json(), self.version + 1
+
+    def remove(self) -> bool:
+        had, self.text = self.text is not None, None
+        return had
+
+
+def _shipped_adaptation() -> AdaptedModel:
+    from ragloom.retrieve.stages.learned import default_model
+
+    base = default_model()
+    rng = np.random.default_rng(0)
+    examples = []
+    for i in range(MIN_EXAMPLES):
+        x = rng.normal(size=(8, len(base.names)))
+        x[:, base.names.index("file_first_chunk")] = 1.0  # each row its file's first
+        labels = np.zeros(8, dtype=int)
+        labels[i % 8] = 1
+        paths = tuple(f"f{j}.py" for j in range(8))
+        examples.append(Example(x, labels, 1.0, f"q{i}", paths))
+    model = fit_adapted(base, examples)
+    assert model is not None
+    return model
+
+
+def test_a_ranker_asks_its_store_at_most_every_recheck_and_survives_it_going_away(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from ragloom.retrieve.adapt import RepositoryRanker, load_stored
+    from ragloom.retrieve.stages.learned import default_model
+
+    model = _shipped_adaptation()
+    slow = _MemoryStore(recheck_s=3600.0)
+    ranker = RepositoryRanker(slow)
+    assert ranker.current() is default_model() and slow.stamps == 1
+    slow.write(model)
+    for _ in range(5):  # within the recheck: the model it read, no more questions
+        assert ranker.current() is default_model()
+    assert slow.stamps == 1
+    eager = _MemoryStore(recheck_s=0.0)
+    ranker = RepositoryRanker(eager)
+    eager.write(model)
+    assert ranker.digest == model.digest and eager.stamps == 1
+    loaded = load_stored(eager, default_model())
+    assert loaded is not None and loaded.digest == model.digest
+    eager.down = True  # the model in use goes on while the store cannot answer
+    assert ranker.digest == model.digest and "cannot check" in caplog.text
+    eager.down = False
+    assert eager.remove() and ranker.current() is default_model()

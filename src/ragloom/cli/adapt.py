@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from ragloom.cli.app import echo_json, handle_errors, open_for_read, progress_bars
+from ragloom.cli.app import echo_json, handle_errors, progress_bars
+from ragloom.cli.backend import backend_options, open_read
 from ragloom.errors import ConfigError
 
 __all__ = ["adapt_cmd"]
@@ -36,6 +38,7 @@ SHOW_FEATURES = 8
 @click.option("--remove", is_flag=True, help="Delete the repository model (rank with the global).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@backend_options
 @handle_errors
 def adapt_cmd(
     index_dir: Path | None,
@@ -47,51 +50,42 @@ def adapt_cmd(
     remove: bool,
     as_json: bool,
     no_progress: bool,
+    backend: str | None,
+    dsn: str | None,
+    repo: str | None,
 ) -> None:
     """Adapt the learned ranking (``+learned``) to this repository.
 
     Asks the index the repository's own past commit messages (each with the history as it
     stood before that commit) and the answers its users rated, and fits a bounded correction of
-    the shipped model on them; ``status`` then reports ``ranking_model: repository``.
+    the shipped model on them; ``status`` then reports ``ranking_model: repository``. With
+    ``--backend postgres`` the model is kept in the database, where every server ranks with it.
     """
     from ragloom.learn import adapt as learn
-    from ragloom.retrieve.adapt import FEEDBACK_FULL, describe, repository_model
+    from ragloom.retrieve.adapt import FEEDBACK_FULL
 
     if sum((show, reset_feedback, remove)) > 1:
         raise ConfigError("--show, --reset-feedback and --remove go one at a time")
-    idx = open_for_read(str(index_dir) if index_dir else None)
-    path = learn.model_path(idx)
-    if show or reset_feedback or remove:
-        if remove:
-            existed = path.exists()
-            path.unlink(missing_ok=True)
-            out: dict[str, object] = {"removed": existed, "ranking_model": {"model": "global"}}
-        else:
-            model = learn.reset_feedback(idx) if reset_feedback else repository_model(idx.index_dir)
-            out = {"ranking_model": describe(model)}
-            if model is not None:
-                out["feedback_changes"] = dict(model.feedback_changes()[:SHOW_FEATURES])
-                out["history_changes"] = {
-                    idx_name: float(v)
-                    for idx_name, v in sorted(
-                        zip(model.names, model.history, strict=True), key=lambda t: -abs(t[1])
-                    )[:SHOW_FEATURES]
-                }
-        if as_json:
-            echo_json(out)
+    idx = open_read(index_dir, backend, dsn, repo)
+    try:
+        if show or reset_feedback or remove:
+            out = _model_change(idx, reset_feedback, remove)
+            if as_json:
+                echo_json(out)
+            else:
+                _print_model(out, reset_feedback, remove)
             return
-        _print_model(out, reset_feedback, remove)
-        return
-    show_bar = not no_progress and sys.stderr.isatty()
-    with progress_bars(show_bar) as bar:
-        report, _ = learn.adapt_index(
-            idx,
-            time_limit=time_limit if time_limit is not None else learn.TIME_LIMIT_S,
-            max_examples=max_examples or learn.MAX_EXAMPLES,
-            feedback=not no_feedback,
-            progress=lambda i, n: bar("adapt", i, n),
-        )
-    idx.close()
+        show_bar = not no_progress and sys.stderr.isatty()
+        with progress_bars(show_bar) as bar:
+            report, _ = learn.adapt_index(
+                idx,
+                time_limit=time_limit if time_limit is not None else learn.TIME_LIMIT_S,
+                max_examples=max_examples or learn.MAX_EXAMPLES,
+                feedback=not no_feedback,
+                progress=lambda i, n: bar("adapt", i, n),
+            )
+    finally:
+        idx.close()
     if as_json:
         echo_json(report.to_dict())
         return
@@ -113,6 +107,27 @@ def adapt_cmd(
         )
     else:
         click.echo(f"not adapted: {report.reason}; +learned ranks with the global model")
+
+
+def _model_change(idx: Any, reset_feedback: bool, remove: bool) -> dict[str, object]:
+    """``--show``, ``--reset-feedback`` or ``--remove`` on the repository model of ``idx``."""
+    from ragloom.learn import adapt as learn
+    from ragloom.retrieve.adapt import describe, repository_model
+
+    store = idx.ranking_model_store()
+    if remove:
+        return {"removed": store.remove(), "ranking_model": {"model": "global"}}
+    model = learn.reset_feedback(idx) if reset_feedback else repository_model(store)
+    out: dict[str, object] = {"ranking_model": describe(model)}
+    if model is not None:
+        out["feedback_changes"] = dict(model.feedback_changes()[:SHOW_FEATURES])
+        out["history_changes"] = {
+            name: float(v)
+            for name, v in sorted(
+                zip(model.names, model.history, strict=True), key=lambda t: -abs(t[1])
+            )[:SHOW_FEATURES]
+        }
+    return out
 
 
 def _validation_text(figures: dict[str, float]) -> str:

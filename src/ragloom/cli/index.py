@@ -72,23 +72,26 @@ def index_cmd(
     else:
         idx = ragloom.Index(path, index_dir or path / ".ragloom", embedder=model)
     show = not no_progress and sys.stderr.isatty()
-    with progress_bars(show) as progress:
-        stats = idx.index(
-            rebuild=rebuild,
-            embed=not no_embed,
-            max_file_bytes=max_file_bytes or DEFAULT_MAX_FILE_BYTES,
-            progress=progress,
-            # `--sources ...commits` syncs the history itself below (and reports what it added)
-            history=not no_history and not _names_commits(sources),
-        )
     reports: list[dict[str, object]] | None = None
-    if sources or github or issues_json or prs_json:  # other sources (ragloom.cli.sources)
-        reports = run_index_sources(idx, sources or "code", github, issues_json, prs_json)
     adapted = None
-    if not isinstance(idx, ragloom.api.PostgresIndex) and not no_history:
-        from ragloom.learn.adapt import refresh
+    try:
+        with progress_bars(show) as progress:
+            stats = idx.index(
+                rebuild=rebuild,
+                embed=not no_embed,
+                max_file_bytes=max_file_bytes or DEFAULT_MAX_FILE_BYTES,
+                progress=progress,
+                # `--sources ...commits` syncs the history itself below (and reports it)
+                history=not no_history and not _names_commits(sources),
+            )
+        if sources or github or issues_json or prs_json:  # other sources (ragloom.cli.sources)
+            reports = run_index_sources(idx, sources or "code", github, issues_json, prs_json)
+        if not no_history:
+            from ragloom.learn.adapt import refresh
 
-        adapted = refresh(idx)  # a repository model fitted by `ragloom adapt` follows the history
+            adapted = refresh(idx)  # a model fitted by `ragloom adapt` follows the history
+    finally:
+        idx.close()
     if as_json:
         extra: dict[str, object] = {"sources": reports} if reports is not None else {}
         if adapted is not None:
@@ -145,8 +148,11 @@ def status_cmd(
 ) -> None:
     """Show counts, model, BM25 and vector readiness, and freshness."""
     idx = open_read(index_dir, backend, dsn, repo)
-    st = idx.status(freshness=not no_freshness)
-    fresh = status_sources(idx)  # None unless `index --sources` synced some
+    try:
+        st = idx.status(freshness=not no_freshness)
+        fresh = status_sources(idx)  # None unless `index --sources` synced some
+    finally:
+        idx.close()
     if as_json:
         echo_json({**st.to_dict(), **({"sources": fresh} if fresh is not None else {})})
         return

@@ -171,6 +171,18 @@ MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE repositories ADD COLUMN graph_version INTEGER NOT NULL DEFAULT 0;
     """,
+    # 6: the repository's own ranking model (``ragloom adapt``, ragloom.learn.adapt): one row
+    # per repository, replaced in one statement, so every server of a team ranks with the same
+    # model and a server sees a new one by its (digest, written_at) stamp.
+    """
+    CREATE TABLE ranking_models (
+        repo_id BIGINT PRIMARY KEY REFERENCES repositories(id) ON DELETE CASCADE,
+        digest TEXT NOT NULL,
+        base_digest TEXT NOT NULL,
+        model TEXT NOT NULL,
+        written_at DOUBLE PRECISION NOT NULL DEFAULT extract(epoch FROM clock_timestamp())
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

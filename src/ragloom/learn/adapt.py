@@ -75,6 +75,7 @@ from ragloom.sources.commit_history import CommitHistory
 __all__ = [
     "MAX_EXAMPLES",
     "REFIT_AFTER",
+    "REFIT_AFTER_RATINGS",
     "SCAN_COMMITS",
     "SETTINGS",
     "TIME_LIMIT_S",
@@ -462,10 +463,9 @@ def adapt_index(
     report.examples = len(history)
     fb: list[Example] = []
     since = _feedback_since(store, base)
-    if feedback:
-        answers = rated_answers(index, since)
-        if answers:
-            fb = feedback_examples(index, answers)
+    answers = rated_answers(index, since) if feedback else []
+    if answers:
+        fb = feedback_examples(index, answers)
     report.feedback_answers = len(fb)
     report.feedback_used = len(fb) >= MIN_FEEDBACK
     report.feedback_step = (
@@ -476,6 +476,7 @@ def adapt_index(
         "asked": report.asked,
         "newest_commit": report.newest_commit,
         "feedback_answers": len(fb),
+        "rated_answers": len(answers),
         "feedback_step": report.feedback_step,
         "feedback_since": since,
     }
@@ -533,6 +534,7 @@ def reset_feedback(index: Index) -> AdaptedModel | None:
     meta = dict(cleared.meta)
     meta["feedback_since"] = round(time.time(), 3)
     meta["feedback_answers"] = 0
+    meta["rated_answers"] = 0
     out = AdaptedModel(base, cleared.mean, cleared.scale, cleared.history, cleared.feedback, meta)
     store.write(out)
     return out
@@ -541,12 +543,26 @@ def reset_feedback(index: Index) -> AdaptedModel | None:
 REFIT_AFTER = 10
 """New qualifying commits since the repository model's newest before ``ragloom index`` fits it
 again (the history grew enough to say something new)."""
+REFIT_AFTER_RATINGS = MIN_FEEDBACK
+"""New rated answers since the repository model was fitted before ``ragloom index`` fits it
+again (the feedback loop closes without a hand-run ``ragloom adapt``; the ratings' guards, the
+minimum and the bounded step, are the same)."""
 
 
-def refresh(index: Index, *, min_new: int = REFIT_AFTER) -> AdaptReport | None:
+def _new_ratings(index: Index, old: AdaptedModel) -> int:
+    """Rated answers recorded since ``old`` was fitted (those it counted are set aside)."""
+    since = float(old.meta.get("feedback_since", 0.0))
+    counted = int(old.meta.get("rated_answers", old.meta.get("feedback_answers", 0)))
+    return len(rated_answers(index, since)) - counted
+
+
+def refresh(
+    index: Index, *, min_new: int = REFIT_AFTER, min_ratings: int = REFIT_AFTER_RATINGS
+) -> AdaptReport | None:
     """Fit the repository model again when there is one and at least ``min_new`` qualifying
-    commits arrived since its newest (``ragloom index`` calls this after syncing the history);
-    None when nothing was done."""
+    commits arrived since its newest, or at least ``min_ratings`` answers were rated since it
+    was fitted (``ragloom index`` and the servers' re-index jobs call this after syncing the
+    history); None when nothing was done."""
     from ragloom.sources.commits import git_dir_of
 
     store = index.ranking_model_store()
@@ -565,7 +581,11 @@ def refresh(index: Index, *, min_new: int = REFIT_AFTER) -> AdaptReport | None:
             commits = read_log(git_dir, f"{newest}..HEAD")
         except Exception:  # the commit is gone (a rewritten history): fit again
             commits = None
-        if commits is not None and len(qualifying_questions(commits, min_new)) < min_new:
+        if (
+            commits is not None
+            and len(qualifying_questions(commits, min_new)) < min_new
+            and (old is None or _new_ratings(index, old) < min_ratings)
+        ):
             return None
     report, _ = adapt_index(index)
     return report

@@ -62,3 +62,32 @@ def test_ef_search_follows_k_and_feedback_is_stored(pg_dsn: str) -> None:
         assert fb == [("how to x", "a.py::x", 1)] and ql == [("hybrid", 1, 3)]
     finally:
         b.close()
+
+
+def test_a_database_of_the_previous_schema_is_refused_then_migrated_in_place(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 6 (the repositories' ranking models) on a database ragloom made at schema 5:
+    readers name the command that upgrades it, the indexer applies it, and what the database
+    held stays."""
+    import ragloom.index.pg_schema as schema
+    from ragloom.retrieve.adapt import RowModelStore
+
+    with monkeypatch.context() as m:  # the ragloom before migration 6
+        m.setattr(schema, "SCHEMA_VERSION", 5)
+        PostgresBackend(pg_dsn, "alpha", create=True).close()
+    with pytest.raises(DbError, match=r"version 5 is older than 6; run `ragloom index"):
+        PostgresBackend(pg_dsn, "alpha")
+    PostgresBackend(pg_dsn, "alpha", create=True).close()  # `ragloom index` migrates
+    backend = PostgresBackend(pg_dsn, "alpha")
+    try:
+        store = RowModelStore(backend)
+        assert store.where == "postgres:alpha" and store.stamp() is None and store.read() is None
+        backend.set_ranking_model('{"format": "x"}', "d" * 12, "b" * 12)
+        first = store.stamp()
+        assert first is not None and store.read() == '{"format": "x"}'
+        backend.set_ranking_model('{"format": "y"}', "d" * 12, "b" * 12)
+        assert store.stamp() != first  # the same digest written again is a new stamp
+        assert store.remove() is True and store.stamp() is None and store.remove() is False
+    finally:
+        backend.close()

@@ -95,8 +95,17 @@ def test_a_postgres_repository_adapts_in_the_database(
     served = open_postgres(None, dsn=pg_dsn, repository="web")  # a server, open before adapt
     ranker = served.retriever.ranker
     assert isinstance(ranker, RepositoryRanker) and ranker.repository is None
+    # a dry run fits and reports, and changes nothing
+    dry = _run(*_pg(pg_dsn, "adapt", "--dry-run", "--no-progress"))
+    assert dry["status"] == "fitted" and dry["written"] is False
+    shown = CliRunner().invoke(cli, _pg(pg_dsn, "adapt", "--dry-run", "--no-progress"))
+    assert shown.exit_code == 0 and shown.output.startswith("would be adapted: ")
+    assert "dry run: the model in use is unchanged" in shown.output
+    status = _run(*_pg(pg_dsn, "status", "--no-freshness"))["ranking_model"]
+    assert status == {"model": "global", "file_bm25": True}
     report = _run(*_pg(pg_dsn, "adapt", "--no-progress"))
-    assert report["status"] == "fitted", report
+    assert report["status"] == "fitted" and report["written"] is True, report
+    assert report["digest"] == dry["digest"]
     assert report["path"] == "postgres:web" and int(str(report["examples"])) >= 20
     assert not (repo / ".ragloom").exists()  # nothing written beside the code
 

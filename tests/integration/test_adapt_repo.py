@@ -200,6 +200,12 @@ def test_outside_git_the_global_model_stays(tmp_path: Path) -> None:
     _run("index", str(tmp_path), "--model", "hashing:64", "--no-progress")
     report = _run("adapt", "--index-dir", str(tmp_path / ".ragloom"), "--no-progress")
     assert report["status"] == "global" and "not a git work tree" in str(report["reason"])
+    dry = CliRunner().invoke(cli, ["adapt", "--index-dir", str(tmp_path / ".ragloom"),
+                                   "--dry-run", "--no-progress"])  # fmt: skip
+    assert dry.exit_code == 0 and dry.output.startswith("would not be adapted: not a git")
+    both = CliRunner().invoke(cli, ["adapt", "--index-dir", str(tmp_path / ".ragloom"),
+                                    "--dry-run", "--remove"])  # fmt: skip
+    assert both.exit_code != 0 and "one at a time" in both.output
     res = CliRunner().invoke(cli, ["adapt", "--index-dir", str(tmp_path / ".ragloom"), "--show"])
     assert res.exit_code == 0 and "global model" in res.output
 

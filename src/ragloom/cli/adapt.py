@@ -36,6 +36,7 @@ SHOW_FEATURES = 8
 @click.option("--show", is_flag=True, help="Show the repository model and what feedback changed.")
 @click.option("--reset-feedback", is_flag=True, help="Undo what feedback changed.")
 @click.option("--remove", is_flag=True, help="Delete the repository model (rank with the global).")
+@click.option("--dry-run", is_flag=True, help="Fit and report, but keep the model in use as it is.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @backend_options
@@ -48,6 +49,7 @@ def adapt_cmd(
     show: bool,
     reset_feedback: bool,
     remove: bool,
+    dry_run: bool,
     as_json: bool,
     no_progress: bool,
     backend: str | None,
@@ -64,8 +66,8 @@ def adapt_cmd(
     from ragloom.learn import adapt as learn
     from ragloom.retrieve.adapt import FEEDBACK_FULL
 
-    if sum((show, reset_feedback, remove)) > 1:
-        raise ConfigError("--show, --reset-feedback and --remove go one at a time")
+    if sum((show, reset_feedback, remove, dry_run)) > 1:
+        raise ConfigError("--show, --reset-feedback, --remove and --dry-run go one at a time")
     idx = open_read(index_dir, backend, dsn, repo)
     try:
         if show or reset_feedback or remove:
@@ -82,6 +84,7 @@ def adapt_cmd(
                 time_limit=time_limit if time_limit is not None else learn.TIME_LIMIT_S,
                 max_examples=max_examples or learn.MAX_EXAMPLES,
                 feedback=not no_feedback,
+                write=not dry_run,
                 progress=lambda i, n: bar("adapt", i, n),
             )
     finally:
@@ -89,10 +92,11 @@ def adapt_cmd(
     if as_json:
         echo_json(report.to_dict())
         return
+    would = "" if report.written else "would be "
     if report.status == "fitted":
         mrr = report.train_mrr
         click.echo(
-            f"adapted: {report.examples} history questions ({report.asked} asked), "
+            f"{would}adapted: {report.examples} history questions ({report.asked} asked), "
             f"{report.feedback_answers} rated answers"
             + (
                 f" (step {report.feedback_step:.3g}, whole from {FEEDBACK_FULL})"
@@ -104,9 +108,12 @@ def adapt_cmd(
             + _validation_text(report.validation_mrr)
             + "; "
             f"model {report.digest} in {report.seconds:.1f}s"
+            + ("" if report.written else " (dry run: the model in use is unchanged)")
         )
-    else:
+    elif report.written:
         click.echo(f"not adapted: {report.reason}; +learned ranks with the global model")
+    else:
+        click.echo(f"would not be adapted: {report.reason} (dry run: nothing changed)")
 
 
 def _model_change(idx: Any, reset_feedback: bool, remove: bool) -> dict[str, object]:

@@ -139,6 +139,9 @@ class AdaptReport:
     train_mrr: dict[str, float] = field(default_factory=dict)
     """MRR@10 (files' first right chunk) on the examples it was fitted on: ``global`` and
     ``adapted``; a check that the fit went the right way, not a held-back figure."""
+    written: bool = False
+    """Whether the store now holds what this report says (the model written, or an earlier
+    one removed); False for a dry run (``ragloom adapt --dry-run``), which changes nothing."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -507,6 +510,7 @@ def adapt_index(
             report.reason += "; the clone is shallow: `git fetch --unshallow` brings its history"
         if write:
             store.remove()
+            report.written = True
         return report, None
     report.status = "fitted"
     report.digest = model.digest
@@ -517,6 +521,7 @@ def adapt_index(
     }
     if write:
         store.write(model)
+        report.written = True
     log.info("ranking model adapted", extra={"report": report.to_dict()})
     return report, model
 

@@ -272,3 +272,26 @@ def test_a_shallow_clone_is_told_how_to_bring_its_history(repo: Path, tmp_path: 
     report = _run("adapt", "--index-dir", str(shallow / ".ragloom"), "--no-progress")
     assert report["status"] == "global"
     assert "shallow: `git fetch --unshallow`" in str(report["reason"])
+
+
+def test_a_server_answers_afresh_once_the_repository_model_changes(tmp_path: Path) -> None:
+    """The result cache keys answers by the ranking model too: ``ragloom adapt`` (or its
+    removal) changes answers within one generation, and a cached answer of the old model is
+    not served after it."""
+    from ragloom.server.engine import ServingEngine
+
+    repo = make_web_repo(tmp_path / "web")
+    idx_dir = str(repo / ".ragloom")
+    _run("index", str(repo), "--model", "hashing:64", "--no-progress")
+    query = "Fix cookie header quoting"
+    with ServingEngine.open(repo, warm=False) as engine:
+        first = engine.search(query, strategy="hybrid+learned")
+        assert engine.search(query, strategy="hybrid+learned")["cache_hit"] is True
+        assert _run("adapt", "--index-dir", idx_dir, "--no-progress")["status"] == "fitted"
+        adapted = engine.search(query, strategy="hybrid+learned")
+        assert adapted["cache_hit"] is False and adapted["generation"] == first["generation"]
+        assert engine.search(query, strategy="hybrid+learned")["cache_hit"] is True
+        # back to the global model: its answer of this generation is the one to give again
+        _run("adapt", "--index-dir", idx_dir, "--remove")
+        again = engine.search(query, strategy="hybrid+learned")
+        assert [h["id"] for h in again["hits"]] == [h["id"] for h in first["hits"]]

@@ -11,6 +11,9 @@ generation count) and the index *generation*. Any index update publishes a new g
 entries of the old one are never looked up again (they expire with the TTL or are evicted):
 invalidation needs no scan and no callback from the indexer, even when another process
 re-indexes.
+The digest of the model the learned stage ranks with (:func:`ranking_digest`) is part of the
+key too: a repository model written by ``ragloom adapt``, or fitted again from new ratings,
+changes answers without a new generation, and the next question after it is answered afresh.
 
 **Normalisation** (:func:`normalize_query`): leading/trailing whitespace is stripped and runs of
 whitespace collapse to one space; case is kept. Case matters to code search: ``Parser`` (a
@@ -41,6 +44,7 @@ __all__ = [
     "EmbeddingCache",
     "ResultCache",
     "normalize_query",
+    "ranking_digest",
     "result_key",
 ]
 
@@ -52,6 +56,14 @@ _WS = re.compile(r"\s+")
 def normalize_query(query: str) -> str:
     """Whitespace collapsed and stripped, case kept (see the module docstring for why)."""
     return _WS.sub(" ", query).strip()
+
+
+def ranking_digest(retriever: Any) -> str:
+    """The digest of the model ``retriever``'s learned stage ranks with now (a repository
+    model while one is in use); empty when the retriever names none (the shipped model, fixed
+    for the process)."""
+    ranker = getattr(retriever, "ranker", None)
+    return str(getattr(ranker, "digest", "")) if ranker is not None else ""
 
 
 def result_key(
@@ -67,8 +79,12 @@ def result_key(
     epoch: int = 0,
     generation: int,
     structure: str = "off",
+    ranking: str = "",
 ) -> tuple[Hashable, ...]:
-    """The result-cache key of one request (everything that changes its answer)."""
+    """The result-cache key of one request (everything that changes its answer). ``ranking``:
+    the digest of the model the learned stage ranks with (a repository model written by
+    ``ragloom adapt``, or fitted again from new ratings, changes answers within one
+    generation)."""
     key: tuple[Hashable, ...] = (
         route,
         normalize_query(query),
@@ -81,6 +97,8 @@ def result_key(
         epoch,
         generation,
     )
+    if ranking:
+        key = (*key, ranking)
     return key if structure == "off" else (*key, structure)
 
 

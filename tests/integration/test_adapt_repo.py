@@ -137,6 +137,8 @@ def test_adapt_status_learned_feedback_reset(repo: Path) -> None:
                     store.record_feedback(qid, good[0].id, "helpful")
                 if bad:
                     store.record_feedback(qid, bad[0].id, "not_helpful")
+            assert store.rated_count() == len(store.rated_answers()) == MIN_FEEDBACK + 2
+            assert store.rated_count(time.time() + 60) == 0
         finally:
             store.close()
     finally:

@@ -407,24 +407,40 @@ def _feedback_since(store: ModelStore, base: RankerModel) -> float:
     return float(old.meta.get("feedback_since", 0.0)) if old is not None else 0.0
 
 
-def rated_answers(index: Index, since: float = 0.0) -> list[dict[str, Any]]:
-    """The answers rated (or with chunks used) at or after ``since`` in ``index``'s feedback:
-    the database's tables for a :class:`~ragloom.api.PostgresIndex`, else the folder's
-    ``feedback.sqlite`` (none there yet: no answers)."""
+def _feedback_store(index: Index) -> Any:
+    """``index``'s feedback store (a :class:`~ragloom.server.feedback.FeedbackBase`): the
+    database's tables for a :class:`~ragloom.api.PostgresIndex`, else the folder's
+    ``feedback.sqlite``; None when the folder has none yet."""
     from ragloom.api import PostgresIndex
-    from ragloom.server.feedback import FEEDBACK_DB_NAME, FeedbackBase, FeedbackStore
+    from ragloom.server.feedback import FEEDBACK_DB_NAME, FeedbackStore
 
-    store: FeedbackBase
     if isinstance(index, PostgresIndex):
         from ragloom.server.feedback_pg import PgFeedbackStore
 
-        store = PgFeedbackStore(index.dsn, index.repository)
-    elif (index.index_dir / FEEDBACK_DB_NAME).is_file():
-        store = FeedbackStore(index.index_dir)
-    else:
+        return PgFeedbackStore(index.dsn, index.repository)
+    if (index.index_dir / FEEDBACK_DB_NAME).is_file():
+        return FeedbackStore(index.index_dir)
+    return None
+
+
+def rated_answers(index: Index, since: float = 0.0) -> list[dict[str, Any]]:
+    """The answers rated (or with chunks used) at or after ``since`` in ``index``'s feedback
+    (:func:`_feedback_store`; none there yet: no answers)."""
+    store = _feedback_store(index)
+    if store is None:
         return []
     try:
-        return store.rated_answers(since)
+        return list(store.rated_answers(since))
+    finally:
+        store.close()
+
+
+def _rated_count(index: Index, since: float) -> int:
+    store = _feedback_store(index)
+    if store is None:
+        return 0
+    try:
+        return int(store.rated_count(since))
     finally:
         store.close()
 
@@ -558,7 +574,7 @@ def _new_ratings(index: Index, old: AdaptedModel) -> int:
     """Rated answers recorded since ``old`` was fitted (those it counted are set aside)."""
     since = float(old.meta.get("feedback_since", 0.0))
     counted = int(old.meta.get("rated_answers", old.meta.get("feedback_answers", 0)))
-    return len(rated_answers(index, since)) - counted
+    return _rated_count(index, since) - counted
 
 
 def refresh(

@@ -336,6 +336,12 @@ class FeedbackBase(ABC):
             "used_chunk_ids": self._used(query_id),
         }
 
+    def rated_count(self, since: float = 0.0) -> int:
+        """How many answers :meth:`rated_answers` would return (one query, not three per
+        answer: what ``ragloom index`` asks to decide whether to fit the repository model
+        again)."""
+        return len(self._rated_query_ids(since))
+
     def rated_answers(self, since: float = 0.0) -> list[dict[str, Any]]:
         """Every answer rated (or with chunks recorded as used) at or after ``since``, oldest
         first: ``query_id``, ``query``, ``ts``, ``hit_ids``, ``ratings`` (chunk id -> its last

@@ -858,6 +858,7 @@ class PostgresIndex(Index):
             stats.embeddings_pending = len(backend.missing_embeddings(backend.info.embedding_key))
         if history:
             stats.history_commits = self._sync_history(stats)
+        backend.set_git_state(state_record(self.root))
         return stats
 
     def status(self, *, freshness: bool = True) -> IndexStatus:
@@ -898,8 +899,12 @@ class PostgresIndex(Index):
             # built with its BM25 over whole files
             ranking_model=describe(*repository_model_state(self.ranking_model_store()))
             | {"file_bm25": True},
-            # no meta store here: indexed_branch and indexed_head stay null
-            git=git_status(self.root, None, dirty=freshness, exclude=(self.index_dir,)),
+            git=git_status(
+                self.root,
+                GitState.from_dict(backend.git_state()),
+                dirty=freshness,
+                exclude=(self.index_dir,),
+            ),
         )
 
     def stale_files(self) -> dict[str, list[str]]:

@@ -79,3 +79,36 @@ def test_status_git_is_null_outside_a_repository(tmp_path: Path) -> None:
     assert _status(root)["git"] is None
     human = run_cli("status", "--index-dir", str(root / ".ragloom"), check=True).stdout
     assert "git " not in human
+
+
+def test_postgres_records_the_indexed_git_state_too(
+    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository in PostgreSQL keeps the branch and HEAD it was indexed from in its row, so
+    ``status --backend postgres`` says whether the work tree moved on since (it said
+    ``indexed_head: null`` before)."""
+    monkeypatch.setenv("RAGLOOM_CACHE_DIR", str(tmp_path / "cache"))
+    root = make_repo(tmp_path / "repo")
+    first = git(root, "rev-parse", "HEAD")
+    pg = ["--backend", "postgres", "--dsn", pg_dsn, "--repo", "repo"]
+
+    def status() -> dict[str, object]:
+        out = json.loads(run_cli("status", *pg, "--json", cwd=root, check=True).stdout)
+        assert isinstance(out, dict) and isinstance(out["git"], dict)
+        return out["git"]
+
+    run_cli("index", str(root), *pg, "--no-embed", "--no-history", "--json", check=True)
+    assert status() == {
+        "branch": "main",
+        "head": first,
+        "indexed_branch": "main",
+        "indexed_head": first,
+        "head_moved": False,
+        "dirty_paths": 0,
+    }
+    second = commit(root, {"pkg/cache.py": "CACHE = {}\n"}, "Cache parsed headers")
+    st = status()
+    assert (st["head"], st["indexed_head"], st["head_moved"]) == (second, first, True)
+    run_cli("index", str(root), *pg, "--no-embed", "--no-history", "--json", check=True)
+    st = status()
+    assert (st["indexed_head"], st["head_moved"]) == (second, False)

@@ -173,8 +173,11 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 6: the repository's own ranking model (``ragloom adapt``, ragloom.learn.adapt): one row
     # per repository, replaced in one statement, so every server of a team ranks with the same
-    # model and a server sees a new one by its (digest, written_at) stamp.
+    # model and a server sees a new one by its (digest, written_at) stamp. And the git state
+    # (branch, HEAD) the last index was made from, which ``status`` compares with the work
+    # tree's, as a folder's meta store does.
     """
+    ALTER TABLE repositories ADD COLUMN git_state TEXT;
     CREATE TABLE ranking_models (
         repo_id BIGINT PRIMARY KEY REFERENCES repositories(id) ON DELETE CASCADE,
         digest TEXT NOT NULL,

@@ -35,10 +35,11 @@ transaction-level advisory lock so concurrent first runs do not race
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -476,6 +477,26 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
                     )
                 ]
         return (int(row[0]) if row else 0), defs, records
+
+    # -- the git state the last index was made from (migration 6) ---------------------------
+    def set_git_state(self, state: Mapping[str, str | None] | None) -> None:
+        """Record the work tree's branch and HEAD (:func:`ragloom.ingest.git.state_record`;
+        None outside a work tree) once an index run has published."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE repositories SET git_state = %s WHERE id = %s",
+                (json.dumps(state, sort_keys=True) if state is not None else None, self.repo_id),
+            )
+
+    def git_state(self) -> object:
+        """What :meth:`set_git_state` recorded (None: nothing, or an index made before it)."""
+        row = self._fetchone("SELECT git_state FROM repositories WHERE id = %s", (self.repo_id,))
+        if row is None or row[0] is None:
+            return None
+        try:
+            return json.loads(str(row[0]))
+        except ValueError:
+            return None
 
     # -- the repository's ranking model (migration 6; ragloom.retrieve.adapt.RowModelStore) --
     def ranking_model_stamp(self) -> object | None:

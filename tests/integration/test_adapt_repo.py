@@ -297,3 +297,30 @@ def test_a_server_answers_afresh_once_the_repository_model_changes(tmp_path: Pat
         _run("adapt", "--index-dir", idx_dir, "--remove")
         again = engine.search(query, strategy="hybrid+learned")
         assert [h["id"] for h in again["hits"]] == [h["id"] for h in first["hits"]]
+
+
+def test_a_server_answers_afresh_once_new_commits_are_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits synced by ``ragloom index`` when no file changed (the watcher had indexed the
+    edit before it was committed) publish no generation but change the history evidence: the
+    result cache keys answers by the history's version too."""
+    import ragloom.server.readers as readers
+    from ragloom.server.engine import ServingEngine
+
+    repo = make_web_repo(tmp_path / "web")
+    with (repo / "web" / "router.py").open("a") as fh:
+        fh.write("def prefix_router(value):\n    return value  # prefix\n")
+    first_index = _run("index", str(repo), "--model", "hashing:64", "--no-progress")
+    assert first_index["history_commits"]
+    monkeypatch.setattr(readers, "HISTORY_RECHECK_S", 0.0)
+    query = "Support a router prefix"
+    with ServingEngine.open(repo, warm=False) as engine:
+        first = engine.search(query)
+        assert engine.search(query)["cache_hit"] is True
+        _git(repo, "commit", "-q", "-am", "Support a prefix on the router",
+             date="2021-03-01T00:00")  # fmt: skip
+        synced = _run("index", str(repo), "--no-progress")
+        assert synced["files_changed"] == 0 and synced["history_commits"]
+        after = engine.search(query)
+        assert after["cache_hit"] is False and after["generation"] == first["generation"]

@@ -11,9 +11,11 @@ generation count) and the index *generation*. Any index update publishes a new g
 entries of the old one are never looked up again (they expire with the TTL or are evicted):
 invalidation needs no scan and no callback from the indexer, even when another process
 re-indexes.
-The digest of the model the learned stage ranks with (:func:`ranking_digest`) is part of the
-key too: a repository model written by ``ragloom adapt``, or fitted again from new ratings,
-changes answers without a new generation, and the next question after it is answered afresh.
+The digest of the model the learned stage ranks with (:func:`ranking_digest`) and the change
+history's version are part of the key too: a repository model written by ``ragloom adapt``,
+fitted again from new ratings, or commits synced by ``ragloom index`` when no file changed
+change answers without a new generation, and the next question after them is answered afresh
+(the history's version is read again at most every second).
 
 **Normalisation** (:func:`normalize_query`): leading/trailing whitespace is stripped and runs of
 whitespace collapse to one space; case is kept. Case matters to code search: ``Parser`` (a
@@ -82,9 +84,9 @@ def result_key(
     ranking: str = "",
 ) -> tuple[Hashable, ...]:
     """The result-cache key of one request (everything that changes its answer). ``ranking``:
-    the digest of the model the learned stage ranks with (a repository model written by
-    ``ragloom adapt``, or fitted again from new ratings, changes answers within one
-    generation)."""
+    what else changes answers within one generation (the reader's ``ranking_state``: the
+    learned stage's model digest, a repository model written by ``ragloom adapt`` or fitted
+    again from new ratings, and the change history's version)."""
     key: tuple[Hashable, ...] = (
         route,
         normalize_query(query),

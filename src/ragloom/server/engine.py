@@ -52,7 +52,7 @@ from ragloom.retrieve.search import MAX_TOP_K, SearchResult
 from ragloom.server.answers import _FLIGHT_WAIT_S as _FLIGHT_WAIT_S
 from ragloom.server.answers import _Flight, hit_json
 from ragloom.server.answers import _parts_json as _parts_json
-from ragloom.server.cache import EmbeddingCache, ResultCache, ranking_digest, result_key
+from ragloom.server.cache import EmbeddingCache, ResultCache, result_key
 from ragloom.server.embedding import BatchingEmbedder, CachingEmbedder
 from ragloom.server.feedback import FeedbackBase, QueryLogger
 from ragloom.server.inspection import _STATUS_TTL_S as _STATUS_TTL_S
@@ -296,7 +296,7 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
             def key(gen: int) -> tuple[object, ...]:
                 return result_key(
                     "search", query, strategy=strat, top_k=k, explain=explain,
-                    epoch=r.epoch, generation=gen, ranking=ranking_digest(r.retriever),
+                    epoch=r.epoch, generation=gen, ranking=r.ranking_state(),
                 )  # fmt: skip
 
             def compute() -> tuple[dict[str, Any], SearchResult]:
@@ -375,7 +375,7 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
                 return result_key(
                     "context", query, strategy=strat, top_k=k, budget=tokens, format=fmt,
                     counter=counter_name, epoch=r.epoch, generation=gen,
-                    structure=mode, ranking=ranking_digest(r.retriever),
+                    structure=mode, ranking=r.ranking_state(),
                 )  # fmt: skip
 
             def compute() -> tuple[dict[str, Any], SearchResult]:

@@ -36,6 +36,10 @@ _REOPEN_RETRY_S = 0.25
 """While a rebuilt database has published nothing, the engine looks again this often."""
 
 
+HISTORY_RECHECK_S = 1.0
+"""Seconds a reader keys cached answers by the change-history version it last read."""
+
+
 @dataclass(eq=False)
 class _Reader:
     """One opened index (an epoch): used by queries, closed after the last one left."""
@@ -46,10 +50,31 @@ class _Reader:
     ident: object | None
     refs: int = 0
     retired: bool = False
+    _history: tuple[float, str] = (-HISTORY_RECHECK_S, "")
+    """(when read, ``time.monotonic``; the change history's version) (:meth:`ranking_state`)."""
 
     def close(self) -> None:
         self.retriever.close()
         self.index.close()
+
+    def ranking_state(self) -> str:
+        """What, besides the generation, changes this reader's answers: the ranking model's
+        digest (``ragloom adapt``, a refit) and the change history's version (``ragloom index``
+        syncs new commits even when no file changed, so no generation is published). Part of
+        the result cache's key; the history is read again at most every
+        :data:`HISTORY_RECHECK_S` (a database round trip for PostgreSQL)."""
+        from ragloom.server.cache import ranking_digest
+
+        now = time.monotonic()
+        read_at, version = self._history
+        if now - read_at >= HISTORY_RECHECK_S:
+            hist = self.retriever.history
+            try:
+                version = str(hist.version()) if hist is not None else ""
+            except Exception:  # the history is evidence: a failed read keeps the last one
+                log.warning("cannot read the change history's version", exc_info=True)
+            self._history = (now, version)
+        return f"{ranking_digest(self.retriever)}/{version}"
 
 
 class _ReadersMixin:

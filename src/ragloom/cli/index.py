@@ -89,7 +89,9 @@ def index_cmd(
         if not no_history:
             from ragloom.learn.adapt import refresh
 
-            adapted = refresh(idx)  # a model fitted by `ragloom adapt` follows the history
+            # a model fitted by `ragloom adapt` follows the history and the ratings
+            with progress_bars(show) as progress:
+                adapted = refresh(idx, progress=lambda i, n: progress("adapt", i, n))
     finally:
         idx.close()
     if as_json:

@@ -578,7 +578,11 @@ def _new_ratings(index: Index, old: AdaptedModel) -> int:
 
 
 def refresh(
-    index: Index, *, min_new: int = REFIT_AFTER, min_ratings: int = REFIT_AFTER_RATINGS
+    index: Index,
+    *,
+    min_new: int = REFIT_AFTER,
+    min_ratings: int = REFIT_AFTER_RATINGS,
+    progress: Progress | None = None,
 ) -> AdaptReport | None:
     """Fit the repository model again when there is one and at least ``min_new`` qualifying
     commits arrived since its newest, or at least ``min_ratings`` answers were rated since it
@@ -608,5 +612,5 @@ def refresh(
             and (old is None or _new_ratings(index, old) < min_ratings)
         ):
             return None
-    report, _ = adapt_index(index)
+    report, _ = adapt_index(index, progress=progress)
     return report

@@ -23,6 +23,12 @@ def _status(root: Path, *extra: str) -> dict[str, object]:
     return out
 
 
+def _clean(branch: str, head: str) -> dict[str, object]:
+    """The ``git`` object of a work tree indexed at its HEAD and unchanged since."""
+    return {"branch": branch, "head": head, "indexed_branch": branch, "indexed_head": head,
+            "head_moved": False, "dirty_paths": 0}  # fmt: skip
+
+
 def _index(root: Path) -> None:
     run_cli("index", str(root), "--no-embed", "--no-history", "--json", check=True)
 
@@ -31,15 +37,7 @@ def test_status_reports_the_indexed_git_state(tmp_path: Path) -> None:
     root = make_repo(tmp_path / "repo")
     first = git(root, "rev-parse", "HEAD")
     _index(root)
-    st = _status(root)["git"]
-    assert st == {
-        "branch": "main",
-        "head": first,
-        "indexed_branch": "main",
-        "indexed_head": first,
-        "head_moved": False,
-        "dirty_paths": 0,
-    }
+    assert _status(root)["git"] == _clean("main", first)
 
     second = commit(root, {"pkg/cache.py": "CACHE = {}\n"}, "Cache parsed headers")
     (root / "pkg" / "http.py").write_text("def parse_header(line):\n    return line\n")
@@ -98,14 +96,7 @@ def test_postgres_records_the_indexed_git_state_too(
         return out["git"]
 
     run_cli("index", str(root), *pg, "--no-embed", "--no-history", "--json", check=True)
-    assert status() == {
-        "branch": "main",
-        "head": first,
-        "indexed_branch": "main",
-        "indexed_head": first,
-        "head_moved": False,
-        "dirty_paths": 0,
-    }
+    assert status() == _clean("main", first)
     second = commit(root, {"pkg/cache.py": "CACHE = {}\n"}, "Cache parsed headers")
     st = status()
     assert (st["head"], st["indexed_head"], st["head_moved"]) == (second, first, True)

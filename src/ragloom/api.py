@@ -25,6 +25,7 @@ from ragloom.errors import (
     DbError,
     IndexNotFoundError,
     InputError,
+    RagError,
 )
 from ragloom.index.bm25 import TantivyBm25
 from ragloom.index.file_bm25 import FILE_BM25_DIR
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from ragloom.index.rows import ChunkRow
     from ragloom.retrieve.adapt import ModelStore
     from ragloom.retrieve.search import SearchResult
+    from ragloom.server.feedback import FeedbackBase
     from ragloom.sources.base import ItemStorage
     from ragloom.sources.pg_items import PgItemStorage
 
@@ -190,6 +192,39 @@ class Index:
     def chunks_by_ids(self, ids: Collection[str]) -> dict[str, ChunkRow]:
         """The chunks of ``ids`` that the published generation holds, by id."""
         return self._graph_store().chunks_by_ids(sorted(ids))
+
+    def open_feedback(self) -> FeedbackBase | None:
+        """This index's feedback store (ratings, context usage, the query log): the folder's
+        ``feedback.sqlite`` here, None while it has none; the database's tables for
+        :class:`PostgresIndex`. The caller closes it."""
+        from ragloom.server.feedback import FEEDBACK_DB_NAME, FeedbackStore
+
+        if not (self.index_dir / FEEDBACK_DB_NAME).is_file():
+            return None
+        return FeedbackStore(self.index_dir)
+
+    def _ranking_model_status(self) -> dict[str, object]:
+        """``status``'s ``ranking_model`` (:func:`ragloom.retrieve.adapt.describe`), with
+        ``ratings_since_fit`` for a repository model: the answers rated since it was fitted
+        (``ragloom index`` fits it again from 20 on)."""
+        from ragloom.retrieve.adapt import describe, feedback_window, repository_model_state
+
+        model, set_aside = repository_model_state(self.ranking_model_store())
+        out = describe(model, set_aside)
+        if model is not None:
+            since, counted = feedback_window(model)
+            try:
+                store = self.open_feedback()
+                if store is not None:
+                    try:
+                        out["ratings_since_fit"] = max(0, store.rated_count(since) - counted)
+                    finally:
+                        store.close()
+                else:
+                    out["ratings_since_fit"] = 0
+            except RagError as exc:  # the count is a hint: status goes on without it
+                log.warning("cannot count the ratings since the repository model: %s", exc)
+        return out
 
     def ranking_model_store(self) -> ModelStore:
         """Where this repository's own ranking model is kept (``ragloom adapt``,
@@ -600,7 +635,6 @@ class Index:
         manifest = self._manifest()
         store = self._reader_store()
         chunks = store.chunk_count()
-        from ragloom.retrieve.adapt import describe, repository_model_state
         from ragloom.service.index_state import bm25_state_for_index
 
         bm25_state = bm25_state_for_index(self.index_dir)
@@ -649,7 +683,7 @@ class Index:
             generation=store.generation(),
             bm25=bm25_state,
             history=self._history_status(),
-            ranking_model=describe(*repository_model_state(self.ranking_model_store()))
+            ranking_model=self._ranking_model_status()
             | {"file_bm25": (self.index_dir / FILE_BM25_DIR / "engine").is_dir()},
             git=git_status(
                 self.root,
@@ -743,6 +777,12 @@ class PostgresIndex(Index):
             self._open()  # the repository row the source tables are keyed by
             self._sources = PgItemStorage(self.dsn, self.repository, self.cache_dir)
         return self._sources
+
+    def open_feedback(self) -> FeedbackBase:
+        """The database's feedback tables of this repository (shared by every server)."""
+        from ragloom.server.feedback_pg import PgFeedbackStore
+
+        return PgFeedbackStore(self.dsn, self.repository)
 
     def ranking_model_store(self) -> ModelStore:
         """The repository's row of the database's ``ranking_models`` (every server of a team
@@ -864,7 +904,6 @@ class PostgresIndex(Index):
     def status(self, *, freshness: bool = True) -> IndexStatus:
         """Counts, model and generation of the repository in the database."""
         from ragloom.index.postgres import SCHEMA_VERSION
-        from ragloom.retrieve.adapt import describe, repository_model_state
 
         backend = self._open()
         backend.refresh_info()
@@ -897,8 +936,7 @@ class PostgresIndex(Index):
             bm25={"backend": "postgres", "cache_dir": str(self.cache_dir)},
             history=self._history_status(),
             # built with its BM25 over whole files
-            ranking_model=describe(*repository_model_state(self.ranking_model_store()))
-            | {"file_bm25": True},
+            ranking_model=self._ranking_model_status() | {"file_bm25": True},
             git=git_status(
                 self.root,
                 GitState.from_dict(backend.git_state()),

@@ -20,6 +20,8 @@ from click.testing import CliRunner
 
 from ragloom.api import open_postgres
 from ragloom.cli import cli
+from ragloom.cli.index import REFIT_RATINGS
+from ragloom.learn.adapt import REFIT_AFTER_RATINGS
 from ragloom.retrieve.adapt import (
     MIN_FEEDBACK,
     RepositoryRanker,
@@ -145,10 +147,19 @@ def test_a_postgres_repository_adapts_in_the_database(
     # enough of them (no new commit), and not before
     _rate(pg_dsn, MIN_FEEDBACK - 1, first=100)
     assert "adapted" not in _run(*_pg(pg_dsn, "index", str(repo), "--no-progress"))
+    pending = _run(*_pg(pg_dsn, "status", "--no-freshness"))["ranking_model"]
+    assert pending["ratings_since_fit"] == MIN_FEEDBACK - 1  # type: ignore[index]
+    shown = CliRunner().invoke(cli, _pg(pg_dsn, "status", "--no-freshness"))
+    assert f"; {MIN_FEEDBACK - 1} answers rated since (`index` fits it again from 20)" in (
+        shown.output
+    )
+    assert REFIT_RATINGS == REFIT_AFTER_RATINGS
     _rate(pg_dsn, 1, first=200)
     rated = _run(*_pg(pg_dsn, "index", str(repo), "--no-progress"))["adapted"]
     assert isinstance(rated, dict) and rated["feedback_answers"] == MIN_FEEDBACK
     assert rated["examples"] == report["examples"] and ranker.digest == rated["digest"]
+    refit_status = _run(*_pg(pg_dsn, "status", "--no-freshness"))["ranking_model"]
+    assert refit_status["ratings_since_fit"] == 0  # type: ignore[index]
     assert "adapted" not in _run(*_pg(pg_dsn, "index", str(repo), "--no-progress"))
 
     # the history grows: `ragloom index --backend postgres` fits it again

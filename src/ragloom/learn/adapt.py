@@ -59,6 +59,7 @@ from ragloom.retrieve.adapt import (
     AdaptedModel,
     Example,
     ModelStore,
+    feedback_window,
     fit_aged_correction,
     fit_correction,
     fit_rows,
@@ -407,26 +408,10 @@ def _feedback_since(store: ModelStore, base: RankerModel) -> float:
     return float(old.meta.get("feedback_since", 0.0)) if old is not None else 0.0
 
 
-def _feedback_store(index: Index) -> Any:
-    """``index``'s feedback store (a :class:`~ragloom.server.feedback.FeedbackBase`): the
-    database's tables for a :class:`~ragloom.api.PostgresIndex`, else the folder's
-    ``feedback.sqlite``; None when the folder has none yet."""
-    from ragloom.api import PostgresIndex
-    from ragloom.server.feedback import FEEDBACK_DB_NAME, FeedbackStore
-
-    if isinstance(index, PostgresIndex):
-        from ragloom.server.feedback_pg import PgFeedbackStore
-
-        return PgFeedbackStore(index.dsn, index.repository)
-    if (index.index_dir / FEEDBACK_DB_NAME).is_file():
-        return FeedbackStore(index.index_dir)
-    return None
-
-
 def rated_answers(index: Index, since: float = 0.0) -> list[dict[str, Any]]:
     """The answers rated (or with chunks used) at or after ``since`` in ``index``'s feedback
-    (:func:`_feedback_store`; none there yet: no answers)."""
-    store = _feedback_store(index)
+    (:meth:`~ragloom.api.Index.open_feedback`; none there yet: no answers)."""
+    store = index.open_feedback()
     if store is None:
         return []
     try:
@@ -436,7 +421,7 @@ def rated_answers(index: Index, since: float = 0.0) -> list[dict[str, Any]]:
 
 
 def _rated_count(index: Index, since: float) -> int:
-    store = _feedback_store(index)
+    store = index.open_feedback()
     if store is None:
         return 0
     try:
@@ -572,8 +557,7 @@ minimum and the bounded step, are the same)."""
 
 def _new_ratings(index: Index, old: AdaptedModel) -> int:
     """Rated answers recorded since ``old`` was fitted (those it counted are set aside)."""
-    since = float(old.meta.get("feedback_since", 0.0))
-    counted = int(old.meta.get("rated_answers", old.meta.get("feedback_answers", 0)))
+    since, counted = feedback_window(old)
     return _rated_count(index, since) - counted
 
 

@@ -58,6 +58,7 @@ __all__ = [
     "adapted_from_dict",
     "describe",
     "example_losses",
+    "feedback_window",
     "fit_aged_correction",
     "fit_correction",
     "fit_rows",
@@ -718,6 +719,15 @@ def repository_model(where: Path | ModelStore) -> AdaptedModel | None:
     if set_aside is not None:
         logging.getLogger("ragloom").warning("repository ranking model not used: %s", set_aside)
     return model
+
+
+def feedback_window(model: AdaptedModel) -> tuple[float, int]:
+    """(since, counted): the ratings recorded from ``since`` on are the ones the model's next
+    fit learns from (an earlier ``--reset-feedback`` set it), and ``counted`` of them were there
+    when it was fitted; the difference is what arrived since."""
+    meta = model.meta
+    since = float(meta.get("feedback_since", 0.0))
+    return since, int(meta.get("rated_answers", meta.get("feedback_answers", 0)))
 
 
 def describe(model: AdaptedModel | None, set_aside: str | None = None) -> dict[str, object]:

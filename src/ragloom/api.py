@@ -194,14 +194,15 @@ class Index:
         return self._graph_store().chunks_by_ids(sorted(ids))
 
     def open_feedback(self) -> FeedbackBase | None:
-        """This index's feedback store (ratings, context usage, the query log): the folder's
-        ``feedback.sqlite`` here, None while it has none; the database's tables for
+        """This index's feedback store (ratings, context usage, the query log) for reading:
+        the folder's ``feedback.sqlite`` opened read-only here (it takes no lock beside the
+        servers writing to it), None while it has none; the database's tables for
         :class:`PostgresIndex`. The caller closes it."""
         from ragloom.server.feedback import FEEDBACK_DB_NAME, FeedbackStore
 
         if not (self.index_dir / FEEDBACK_DB_NAME).is_file():
             return None
-        return FeedbackStore(self.index_dir)
+        return FeedbackStore(self.index_dir, readonly=True)
 
     def _ranking_model_status(self) -> dict[str, object]:
         """``status``'s ``ranking_model`` (:func:`ragloom.retrieve.adapt.describe`), with

@@ -366,20 +366,51 @@ class FeedbackBase(ABC):
         return out
 
 
+SET_UP_WAIT_S: Final = 30.0
+"""How long opening the feedback file retries a lock met while setting it up."""
+
+
 class FeedbackStore(FeedbackBase):
     """``<index folder>/feedback.sqlite``: one connection, one lock (writes are short)."""
 
-    def __init__(self, index_dir: Path) -> None:
+    def __init__(self, index_dir: Path, *, readonly: bool = False) -> None:
+        """``readonly``: for reading only (``status``, the adaptation): no schema or journal
+        set-up, so it takes no write lock beside the servers and CLI runs writing to it (the
+        file must exist)."""
         self.path = Path(index_dir) / FEEDBACK_DB_NAME
         super().__init__()
         try:
+            if readonly:
+                self._db = sqlite3.connect(
+                    f"{self.path.resolve().as_uri()}?mode=ro",
+                    uri=True,
+                    check_same_thread=False,
+                    timeout=30,
+                )
+                self._db.execute("PRAGMA busy_timeout=30000")
+                return
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.executescript(_SCHEMA)
+            self._set_up()
         except sqlite3.Error as exc:
             raise DbError(f"cannot open the feedback database {self.path}: {exc}") from exc
+
+    def _set_up(self) -> None:
+        """WAL, and the tables. Two processes opening a new file at once (the workers of
+        ``serve http --workers N``, each with its own store) can meet "database is locked" at
+        once, without SQLite's busy wait, while one of them switches the file to WAL: that is
+        retried for up to :data:`SET_UP_WAIT_S`."""
+        deadline = time.monotonic() + SET_UP_WAIT_S
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA busy_timeout=30000")
+                self._db.executescript(_SCHEMA)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def close(self) -> None:
         with self._lock:

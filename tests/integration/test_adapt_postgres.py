@@ -134,6 +134,9 @@ def test_a_postgres_repository_adapts_in_the_database(
 
     # ratings in the database's feedback tables count
     _rate(pg_dsn, MIN_FEEDBACK + 2)
+    whole = _run(*_pg(pg_dsn, "feedback", "stats"))
+    assert whole["answers"] == whole["rated_answers"] == MIN_FEEDBACK + 2
+    assert whole["total"] == whole["helpful_count"] + whole["not_helpful_count"] > 0
     again = _run(*_pg(pg_dsn, "adapt", "--no-progress"))
     assert again["feedback_answers"] == MIN_FEEDBACK + 2 and again["feedback_used"] is True
     assert ranker.digest == again["digest"] != report["digest"]

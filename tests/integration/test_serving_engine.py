@@ -342,6 +342,12 @@ def test_cli_answers_carry_a_query_id_for_feedback(repo: Path) -> None:
     assert json.loads(added.stdout)["in_results"] is True
     stats = runner.invoke(cli, ["feedback", "stats", qid, "--json", *at])
     assert json.loads(stats.stdout)["helpful_count"] == 1
+    # without an answer: the whole store's figures
+    whole = json.loads(runner.invoke(cli, ["feedback", "stats", "--json", *at]).stdout)
+    assert whole["answers"] >= 1 and whole["rated_answers"] == 1 and whole["total"] == 1
+    assert whole["helpful_count"] == 1 and whole["avg_rating"] == 1.0
+    line = runner.invoke(cli, ["feedback", "stats", *at]).output
+    assert f"{whole['answers']} answers logged, 1 rated or used; 1 ratings, 1 helpful" in line
     ctx = runner.invoke(
         cli, ["context", "helper adds the value", "--strategy", "sparse", "--json", *at]
     )

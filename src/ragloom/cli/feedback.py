@@ -46,7 +46,11 @@ def feedback_store(idx: Any) -> FeedbackBase:
 def _store(
     index_dir: Path | None, backend: str | None, dsn: str | None, repo: str | None
 ) -> FeedbackBase:
-    return feedback_store(open_read(index_dir, backend, dsn, repo))
+    idx = open_read(index_dir, backend, dsn, repo)
+    try:
+        return feedback_store(idx)
+    finally:
+        idx.close()  # the store has its own connection; the index's is not needed
 
 
 @click.group("feedback")
@@ -113,35 +117,41 @@ def feedback_used_cmd(
 
 
 @feedback_group.command("stats")
-@click.argument("query_id")
+@click.argument("query_id", required=False)
 @_INDEX_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
 @backend_options
 @handle_errors
 def feedback_stats_cmd(
-    query_id: str,
+    query_id: str | None,
     index_dir: Path | None,
     as_json: bool,
     backend: str | None = None,
     dsn: str | None = None,
     repo: str | None = None,
 ) -> None:
-    """Statistics of the feedback on the answer QUERY_ID."""
+    """Statistics of the feedback on the answer QUERY_ID; without one, of all the answers."""
     store = _store(index_dir, backend, dsn, repo)
     try:
-        stats = store.stats(query_id)
+        stats = store.stats(query_id) if query_id is not None else store.summary()
     finally:
         store.close()
     if as_json:
         echo_json(stats)
         return
     avg = "-" if stats["avg_rating"] is None else f"{stats['avg_rating']:.2f}"
-    click.echo(
-        f"{query_id}: {stats['total']} ratings, {stats['helpful_count']} helpful, "
+    ratings = (
+        f"{stats['total']} ratings, {stats['helpful_count']} helpful, "
         f"{stats['partially_helpful_count']} partially helpful, "
-        f"{stats['not_helpful_count']} not helpful, average {avg}; "
-        f"{len(stats['used_chunk_ids'])} chunks used"
+        f"{stats['not_helpful_count']} not helpful, average {avg}"
     )
+    if query_id is None:
+        click.echo(
+            f"{stats['answers']} answers logged, {stats['rated_answers']} rated or used; "
+            f"{ratings}; {stats['used_chunks']} chunks used"
+        )
+        return
+    click.echo(f"{query_id}: {ratings}; {len(stats['used_chunk_ids'])} chunks used")
 
 
 def log_answer(

@@ -209,6 +209,11 @@ class FeedbackBase(ABC):
         """Rating -> number of ratings of ``query_id``."""
 
     @abstractmethod
+    def _totals(self) -> tuple[int, int, dict[str, int]]:
+        """(answers logged, chunks recorded as used, rating -> number of ratings) of the
+        whole store."""
+
+    @abstractmethod
     def _rated_query_ids(self, since: float) -> list[str]:
         """Ids of the answers with a rating or a used chunk recorded at or after ``since``,
         oldest answer first."""
@@ -321,19 +326,22 @@ class FeedbackBase(ABC):
         """Per-query statistics (tamma ``FeedbackStats``), ``avg_rating`` on
         :data:`RATING_VALUES` (None without ratings)."""
         self._known(query_id)
-        counts = {r: 0 for r in RATINGS}
-        for rating, n in self._rating_counts(query_id).items():
-            counts[str(rating)] = int(n)
-        total = sum(counts.values())
-        avg = sum(RATING_VALUES[r] * n for r, n in counts.items()) / total if total else None
         return {
             "query_id": query_id,
-            "total": total,
-            "helpful_count": counts["helpful"],
-            "not_helpful_count": counts["not_helpful"],
-            "partially_helpful_count": counts["partially_helpful"],
-            "avg_rating": avg,
+            **_rating_figures(self._rating_counts(query_id)),
             "used_chunk_ids": self._used(query_id),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The whole store's figures (``ragloom feedback stats`` without an answer):
+        ``answers`` logged, ``rated_answers`` (rated or with chunks used), the ratings as
+        :meth:`stats` counts them, and ``used_chunks`` recorded."""
+        logged, used, by_rating = self._totals()
+        return {
+            "answers": logged,
+            "rated_answers": self.rated_count(),
+            **_rating_figures(by_rating),
+            "used_chunks": used,
         }
 
     def rated_count(self, since: float = 0.0) -> int:
@@ -368,6 +376,21 @@ class FeedbackBase(ABC):
 
 SET_UP_WAIT_S: Final = 30.0
 """How long opening the feedback file retries a lock met while setting it up."""
+
+
+def _rating_figures(by_rating: dict[str, int]) -> dict[str, Any]:
+    """``total``, the count of each rating and ``avg_rating`` (on :data:`RATING_VALUES`;
+    None without ratings) of rating -> number of ratings."""
+    counts = {r: int(by_rating.get(r, 0)) for r in RATINGS}
+    total = sum(counts.values())
+    avg = sum(RATING_VALUES[r] * n for r, n in counts.items()) / total if total else None
+    return {
+        "total": total,
+        "helpful_count": counts["helpful"],
+        "not_helpful_count": counts["not_helpful"],
+        "partially_helpful_count": counts["partially_helpful"],
+        "avg_rating": avg,
+    }
 
 
 class FeedbackStore(FeedbackBase):
@@ -493,6 +516,13 @@ class FeedbackStore(FeedbackBase):
                 (query_id,),
             ).fetchall()
         return {str(r): int(n) for r, n in rows}
+
+    def _totals(self) -> tuple[int, int, dict[str, int]]:
+        with self._lock:
+            logged = self._db.execute("SELECT count(*) FROM query_log").fetchone()[0]
+            used = self._db.execute("SELECT count(*) FROM context_usage").fetchone()[0]
+            rows = self._db.execute("SELECT rating, count(*) FROM feedback GROUP BY rating")
+            return int(logged), int(used), {str(r): int(n) for r, n in rows.fetchall()}
 
     def _rated_query_ids(self, since: float) -> list[str]:
         with self._lock:

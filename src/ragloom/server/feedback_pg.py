@@ -165,6 +165,20 @@ class PgFeedbackStore(FeedbackBase):
         )
         return {str(r): int(n) for r, n in rows}
 
+    def _totals(self) -> tuple[int, int, dict[str, int]]:
+        key = (self.repo_id,)
+        logged = self._run("read the query log",
+                           "SELECT count(*) FROM query_log WHERE repo_id = %s", key)  # fmt: skip
+        used = self._run("read context usage",
+                         "SELECT count(*) FROM context_usage WHERE repo_id = %s", key)  # fmt: skip
+        rows = self._run(
+            "read feedback",
+            "SELECT rating, count(*) FROM feedback WHERE repo_id = %s AND rating IS NOT NULL "
+            "GROUP BY rating",
+            key,
+        )
+        return int(logged[0][0]), int(used[0][0]), {str(r): int(n) for r, n in rows}
+
     def _rated_query_ids(self, since: float) -> list[str]:
         rows = self._run(
             "read rated answers",

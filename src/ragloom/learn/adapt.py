@@ -408,26 +408,28 @@ def _feedback_since(store: ModelStore, base: RankerModel) -> float:
     return float(old.meta.get("feedback_since", 0.0)) if old is not None else 0.0
 
 
+@contextmanager
+def _feedback(index: Index) -> Iterator[Any]:
+    """``index``'s feedback store for reading (:meth:`~ragloom.api.Index.open_feedback`;
+    None while it has none), closed after the block."""
+    store = index.open_feedback()
+    try:
+        yield store
+    finally:
+        if store is not None:
+            store.close()
+
+
 def rated_answers(index: Index, since: float = 0.0) -> list[dict[str, Any]]:
     """The answers rated (or with chunks used) at or after ``since`` in ``index``'s feedback
-    (:meth:`~ragloom.api.Index.open_feedback`; none there yet: no answers)."""
-    store = index.open_feedback()
-    if store is None:
-        return []
-    try:
-        return list(store.rated_answers(since))
-    finally:
-        store.close()
+    (none there yet: no answers)."""
+    with _feedback(index) as store:
+        return list(store.rated_answers(since)) if store is not None else []
 
 
 def _rated_count(index: Index, since: float) -> int:
-    store = index.open_feedback()
-    if store is None:
-        return 0
-    try:
-        return int(store.rated_count(since))
-    finally:
-        store.close()
+    with _feedback(index) as store:
+        return int(store.rated_count(since)) if store is not None else 0
 
 
 def adapt_index(

@@ -182,14 +182,15 @@ def status_cmd(
     rm = st.ranking_model
     if rm.get("model") == "repository":
         pending = rm.get("ratings_since_fit")
+        waiting = ""
+        if isinstance(pending, int) and pending > 0:
+            from ragloom.learn.adapt import REFIT_AFTER_RATINGS
+
+            waiting = f"; {pending} answers rated since (`index` fits it again from "
+            waiting += f"{REFIT_AFTER_RATINGS})"
         click.echo(
             f"ranking   repository model {rm.get('digest')} ({rm.get('examples')} history "
-            f"questions, over global model {rm.get('base_digest')})"
-            + (
-                f"; {pending} answers rated since (`index` fits it again from {REFIT_RATINGS})"
-                if isinstance(pending, int) and pending > 0
-                else ""
-            )
+            f"questions, over global model {rm.get('base_digest')}){waiting}"
         )
     elif rm.get("set_aside"):
         click.echo(f"ranking   global model; the repository model is set aside: {rm['set_aside']}")
@@ -203,11 +204,6 @@ def status_cmd(
     for info in fresh or []:
         shown = "  ".join(f"{k} {v}" for k, v in info.items() if k != "source" and v is not None)
         click.echo(f"source    {info['source']}: {shown}")
-
-
-REFIT_RATINGS = 20
-"""``ragloom.learn.adapt.REFIT_AFTER_RATINGS``, named without importing the learning module
-(``status`` stays light); a test keeps the two equal."""
 
 
 def _git_line(git: dict[str, object]) -> str:

@@ -137,6 +137,7 @@ def test_token_required_everywhere_but_health(anon: httpx.Client) -> None:
         ("GET", "/jobs/x"),
         ("POST", "/feedback"),
         ("GET", "/feedback/" + "0" * 32),
+        ("GET", "/feedback"),
         ("GET", "/metrics"),
         ("GET", "/openapi.json"),
     ]:
@@ -318,6 +319,9 @@ def test_feedback_roundtrip(client: httpx.Client) -> None:
     assert stats["total"] == 2 and stats["helpful_count"] == 1
     assert stats["not_helpful_count"] == 1 and stats["avg_rating"] == pytest.approx(0.5)
     assert stats["used_chunk_ids"] == [chunk]
+    whole = client.get("/feedback").json()
+    assert whole["answers"] >= 1 and whole["rated_answers"] >= 1 and whole["used_chunks"] >= 1
+    assert whole["total"] >= 2 and whole["helpful_count"] >= 1
     bad = client.post("/feedback", json={"query_id": qid, "chunk_id": chunk, "rating": "meh"})
     assert error_of(bad, 422)["message"].startswith("rating:")
     unknown = client.post(

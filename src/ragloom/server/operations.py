@@ -56,6 +56,11 @@ class _OperationsMixin(_JobsMixin, _AnswersMixin):
         """total, helpful/not_helpful/partially_helpful counts, avg_rating, used_chunk_ids."""
         return self._feedback().stats(query_id)
 
+    def feedback_summary(self) -> dict[str, Any]:
+        """The whole index's figures: answers, rated_answers, the rating counts, avg_rating,
+        used_chunks."""
+        return self._feedback().summary()
+
     def query_feedback(self, query_id: str) -> list[dict[str, Any]]:
         """Every rating of ``query_id`` (tamma ``getQueryFeedback``)."""
         store = self._feedback()

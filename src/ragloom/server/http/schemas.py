@@ -280,6 +280,23 @@ class FeedbackStats(BaseModel):
     used_chunk_ids: list[str] = Field(default_factory=list)
 
 
+class FeedbackSummary(BaseModel):
+    """Feedback statistics of the whole index (every answer logged)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    answers: int = Field(description="answers in the query log")
+    rated_answers: int = Field(description="answers rated, or with chunks reported as used")
+    total: int = Field(description="ratings")
+    helpful_count: int
+    not_helpful_count: int
+    partially_helpful_count: int
+    avg_rating: float | None = Field(
+        description="helpful = 1, partially_helpful = 0.5, not_helpful = 0; null with no feedback."
+    )
+    used_chunks: int = Field(description="chunks reported as used")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     version: str

@@ -1,5 +1,5 @@
-"""Feedback routes: ``POST /feedback``, ``POST /feedback/usage`` and
-``GET /feedback/{query_id}`` (tamma phase 7)."""
+"""Feedback routes: ``POST /feedback``, ``POST /feedback/usage``, ``GET /feedback/{query_id}``
+(tamma phase 7) and ``GET /feedback`` (the whole index's figures)."""
 
 # No ``from __future__ import annotations``: FastAPI must resolve endpoint annotations that
 # name the per-app request models, which only works when they are evaluated where written.
@@ -15,6 +15,7 @@ from ragloom.server.http.schemas import (
     QUERY_ID_PATTERN,
     FeedbackRecord,
     FeedbackStats,
+    FeedbackSummary,
     UsageRecord,
 )
 
@@ -61,6 +62,20 @@ def router(
         (tamma `trackContextUsage`)."""
         b: Any = body
         return engine.track_context_usage(b.query_id, list(b.used_chunk_ids))
+
+    @router.get(
+        "/feedback",
+        tags=["feedback"],
+        response_model=FeedbackSummary,
+        responses=documented_errors(),
+        summary="Feedback statistics of the whole index",
+        operation_id="feedback_summary",
+    )
+    def feedback_summary() -> dict[str, Any]:
+        """Answers logged, answers rated or used, totals per rating, the average rating and
+        the chunks reported as used, over every answer (the per-repository adaptation learns
+        from the rated ones: `status` says how many arrived since it was fitted)."""
+        return engine.feedback_summary()
 
     @router.get(
         "/feedback/{query_id}",

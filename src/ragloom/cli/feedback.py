@@ -33,9 +33,7 @@ def feedback_store(idx: Any) -> FeedbackBase:
     from ragloom.api import PostgresIndex
 
     if isinstance(idx, PostgresIndex):
-        from ragloom.server.feedback_pg import PgFeedbackStore
-
-        return PgFeedbackStore(idx.dsn, idx.repository)
+        return idx.open_feedback()
     if not (idx.index_dir / DB_NAME).exists():
         raise IndexNotFoundError(
             f"no index at {idx.index_dir}; create one with `ragloom index {idx.root}`"

@@ -58,7 +58,7 @@ import numpy as np
 from ragloom.api import Index
 from ragloom.eval.baseline import file_metrics, mean_metrics
 from ragloom.eval.dataset import EvalQuery, load_dataset
-from ragloom.eval.gitdata import load_repo_specs
+from ragloom.eval.gitdata import load_repo_specs, read_log
 from ragloom.eval.gitrun import (
     AsOfIndex,
     HistoryAsOf,
@@ -67,10 +67,16 @@ from ragloom.eval.gitrun import (
     ragloom_runs,
     split_starts,
 )
-from ragloom.eval.mining import load_groups, load_mining_specs
+from ragloom.eval.mining import load_groups, load_mining_specs, qualifying_questions
 from ragloom.eval.stats import format_difference, paired_by_id
 from ragloom.index.atomic import atomic_write_bytes
-from ragloom.learn.adapt import choose_setting, feedback_examples, fit_adapted, history_examples
+from ragloom.learn.adapt import (
+    SCAN_COMMITS,
+    choose_setting,
+    feedback_examples,
+    fit_adapted,
+    history_examples,
+)
 from ragloom.retrieve.adapt import (
     FEEDBACK_FROZEN,
     FEEDBACK_FULL,
@@ -102,7 +108,15 @@ FEEDBACK_FULL_USED = FEEDBACK_FULL
 HISTORY_AGE_USED: float | None = None
 HISTORY_AGES_USED = "tree"
 FEEDBACK_TRIM_USED = 0.0
-SHOWN = ("handset", "global", "auto", "feedback", "adversarial10", "feedback+adversarial10")
+SHOWN = (
+    "handset",
+    "global",
+    "auto",
+    "auto rolling",
+    "feedback",
+    "adversarial10",
+    "feedback+adversarial10",
+)
 
 
 def _split_of(path: Path) -> dict[str, str]:
@@ -156,7 +170,8 @@ def _means(
     return mean_metrics([m for _, m in metrics])
 
 
-PAIRED = (("auto", "global"), ("feedback", "auto"), ("feedback", "global"),
+PAIRED = (("auto", "global"), ("auto rolling", "global"), ("auto rolling", "auto"),
+          ("feedback", "auto"), ("feedback", "global"),
           ("feedback+adversarial10", "feedback"))  # fmt: skip
 """(arm, reference) pairs whose per-question MRR@10 difference is reported with a 95 % paired
 bootstrap interval (``paired`` per split, and over every repository's test questions)."""
@@ -383,6 +398,58 @@ def _print_mined(name: str, row: dict[str, Any]) -> None:
     print(f"{name} ({row['examples']} ex, {row['scored']} scored): {arms}", flush=True)
 
 
+def _rolling(
+    idx: Index,
+    searched: Any,
+    base: Any,
+    git_dir: Path,
+    rev: str,
+    whole: Any,
+    dataset: Sequence[EvalQuery],
+    times: dict[str, float],
+    every: int,
+    per_question: dict[str, float],
+) -> dict[str, Any]:
+    """``--refit-every N``: the split's questions asked in time order, each ranked by the
+    repository model as ``ragloom index`` keeps it (fitted again once ``REFIT_AFTER`` commits
+    came in): the model fitted on the newest ``MAX_EXAMPLES`` history questions older than the
+    first question of its block of ``every`` questions. A block's model may read the split's
+    earlier questions (their commits are older than every question it ranks), never a newer
+    one. The first block's model is the one-fit ``auto`` model."""
+    ordered = sorted(dataset, key=lambda q: (times[q.query], q.id))
+    blocks = [ordered[i : i + every] for i in range(0, len(ordered), every)]
+    starts = [int(times[b[0].query]) for b in blocks]
+    as_of = idx.retriever.history
+    idx.retriever.history = whole
+    examples, _, _ = history_examples(
+        idx, git_dir, rev=rev, before=max(starts),
+        max_examples=MAX_EXAMPLES + len(dataset) + 50, time_limit=1e9,
+    )  # fmt: skip
+    idx.retriever.history = as_of
+    log = read_log(git_dir, f"--max-count={SCAN_COMMITS}", rev)
+    fitted: list[int] = []
+    recall = 0.0
+    for block, start in zip(blocks, starts, strict=True):
+        # the questions `ragloom adapt` would ask then: the newest MAX_EXAMPLES qualifying
+        # commits before the block (those with an answer in the index become examples)
+        asked = {sha for _, sha, _, _ in qualifying_questions(log, MAX_EXAMPLES, start)}
+        used = [e for e in examples if e.id in asked]  # newest first
+        setting, _ = choose_setting(base, used)
+        l2, cap = setting or (HISTORY_L2, HISTORY_MAX_NORM)
+        model = _fit(base, used if setting is not None else [], history_l2=l2, history_max_norm=cap)
+        got = _means(idx, searched, block, model, "hybrid+learned", per_question)
+        recall += got["R@10"] * len(block)
+        fitted.append(len(used))
+    ids = {q.id for q in dataset}
+    mrr = [v for k, v in per_question.items() if k in ids]
+    return {
+        "MRR@10": sum(mrr) / len(mrr),
+        "R@10": recall / len(ordered),
+        "blocks": len(blocks),
+        "examples": fitted,
+    }
+
+
 @dataclass(frozen=True)
 class _Target:
     name: str
@@ -573,6 +640,15 @@ def main(argv: list[str] | None = None) -> int:
         "with most before the feedback is fitted (default 0: none, as shipped)",
     )
     ap.add_argument(
+        "--refit-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with the pinned protocol: add the arm 'auto rolling', the repository model fitted "
+        "again before every N questions of a split (in time order), as `ragloom index` refits "
+        "it once REFIT_AFTER commits came in (default 0: the one fit before the split only)",
+    )
+    ap.add_argument(
         "--examples-cache",
         type=Path,
         default=None,
@@ -674,6 +750,12 @@ def main(argv: list[str] | None = None) -> int:
                 auto = _fit(base, used, history_l2=l2, history_max_norm=cap)
                 row["auto"] = _means(idx, searched, dataset, auto, "hybrid+learned", scores["auto"])
                 row["auto"]["setting"] = setting  # type: ignore[assignment]
+                if args.refit_every > 0:
+                    scores["auto rolling"] = {}
+                    row["auto rolling"] = _rolling(
+                        idx, searched, base, git_dir, spec.commit, whole, dataset, times,
+                        args.refit_every, scores["auto rolling"],
+                    )  # fmt: skip
                 row["validation_mrr"] = figures
                 if args.feedback_bed == "tune":
                     row["bed"] = _feedback_bed(

@@ -76,7 +76,9 @@ def test_a_database_of_the_previous_schema_is_refused_then_migrated_in_place(
     with monkeypatch.context() as m:  # the ragloom before migration 6
         m.setattr(schema, "SCHEMA_VERSION", 5)
         PostgresBackend(pg_dsn, "alpha", create=True).close()
-    with pytest.raises(DbError, match=r"version 5 is older than 6; run `ragloom index"):
+    with pytest.raises(
+        DbError, match=rf"version 5 is older than {SCHEMA_VERSION}; run `ragloom index"
+    ):
         PostgresBackend(pg_dsn, "alpha")
     PostgresBackend(pg_dsn, "alpha", create=True).close()  # `ragloom index` migrates
     backend = PostgresBackend(pg_dsn, "alpha")

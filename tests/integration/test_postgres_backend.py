@@ -101,6 +101,32 @@ def test_same_top_results_as_the_embedded_backend(
         embedded.close()
 
 
+def test_vectors_stay_in_their_rows_and_an_index_run_leaves_statistics(
+    tree: Path, pg_dsn: str, tmp_path: Path
+) -> None:
+    """Migration 7 and ``finish_index``: a 512-d vector (2 kB: with its chunk's text, past the
+    2 kB a row keeps inline by default) stays in its chunk's row, so an exact scan does not
+    fetch it from TOAST; the index run leaves ``chunks`` analysed, so the planner knows its
+    size; a run that wrote a row or two of it does not analyse again."""
+    pg = open_postgres(tree, dsn=pg_dsn, embedder="hashing:512", cache_dir=tmp_path, create=True)
+    query = (
+        "SELECT count(*) FILTER (WHERE pg_column_toast_chunk_id(embedding) IS NOT NULL), "
+        "count(embedding), (SELECT last_analyze FROM pg_stat_user_tables "
+        "WHERE relname = 'chunks') FROM chunks"
+    )
+    try:
+        stats = pg.index()
+        assert stats.chunks_embedded > 20
+        with psycopg.connect(pg_dsn) as conn:
+            toasted, vectors, analysed = conn.execute(query).fetchone() or (None, None, None)
+        assert toasted == 0 and vectors == stats.chunks_embedded and analysed is not None
+        pg._open().finish_index(1)
+        with psycopg.connect(pg_dsn) as conn:
+            assert (conn.execute(query).fetchone() or ())[2] == analysed
+    finally:
+        pg.close()
+
+
 def test_bm25_follows_the_generation(
     tree: Path,
     pg_dsn: str,

@@ -187,6 +187,11 @@ class StorageBackend(ReadStore, Protocol):
         """(path, hash) of published files in ``languages`` without a current graph record."""
         ...
 
+    def finish_index(self, rows_written: int) -> None:
+        """Upkeep after an index run that wrote ``rows_written`` chunk rows (added, updated,
+        removed or given a vector): PostgreSQL's planner statistics; nothing for a folder."""
+        ...
+
     def graph_snapshot(
         self, languages: Collection[str]
     ) -> tuple[int, list[GraphDefRow], list[tuple[str, str, bytes]]]:
@@ -336,6 +341,9 @@ class EmbeddedBackend:
         self.store.put_embeddings(key, items)
         if key == self.key:
             self.sync_vectors()
+
+    def finish_index(self, rows_written: int) -> None:
+        """Nothing to keep up: SQLite plans these queries by their indexes alone."""
 
     def vectors(self) -> HnswVectors | None:
         """The folder's hnswlib index for :attr:`key` (None without a key and dimension)."""

@@ -148,5 +148,9 @@ def index_into(
                 progress("embed", stats.chunks_embedded, len(missing))
             stats.timings["embed"] = time.perf_counter() - t5
             stats.embeddings_pending = len(backend.missing_embeddings(key))
+        backend.finish_index(
+            stats.chunks_added + stats.chunks_updated + stats.chunks_removed
+            + stats.chunks_embedded
+        )  # fmt: skip
     stats.seconds = time.perf_counter() - t0
     return stats

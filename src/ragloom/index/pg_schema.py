@@ -186,6 +186,17 @@ MIGRATIONS: tuple[str, ...] = (
         written_at DOUBLE PRECISION NOT NULL DEFAULT extract(epoch FROM clock_timestamp())
     );
     """,
+    # 7: chunk vectors kept in their rows. pgvector's type is stored out of line (TOAST) by
+    # default, and a 384-d vector with its chunk's text passes the 2 kB a row keeps inline: an
+    # exact scan then fetched every vector from the TOAST table, which the planner does not
+    # cost (15 ms for a 5k-chunk repository against 1.5 ms; docs/postgres.md, "Vectors in their
+    # rows"). MAIN keeps a vector in the row unless the row passes toast_tuple_target (a page:
+    # vectors of up to about 1,900 dimensions). Rows written from now on; a repository's older
+    # rows move with `ragloom index --rebuild` (vectors come from the embedding cache).
+    """
+    ALTER TABLE chunks ALTER COLUMN embedding SET STORAGE MAIN;
+    ALTER TABLE chunks SET (toast_tuple_target = 8160);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ragloom.index")
 
+ANALYZE_AFTER_ROWS = 1000
+"""Chunk rows an index run writes before it refreshes the planner's statistics (or a tenth of
+the repository's rows, for a small one): ANALYZE samples at most 30,000 rows, a fraction of a
+second, and a watch-mode run of one edited file skips it."""
+
 
 def _vec_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(repr(float(x)) for x in np.asarray(vector, dtype=np.float32)) + "]"
@@ -83,6 +88,8 @@ class PgSearchBackend:
     if TYPE_CHECKING:
 
         def generation(self) -> int: ...
+
+        def chunk_count(self) -> int: ...
 
         def _reader(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
 
@@ -179,6 +186,26 @@ class PgSearchBackend:
             )
             if key == self.info.embedding_key:
                 _fill_vectors(self._conn, self.repo_id, key, [h for h, _ in batch])
+
+    def finish_index(self, rows_written: int) -> None:
+        """``ANALYZE chunks`` after a run that wrote at least :data:`ANALYZE_AFTER_ROWS` rows or
+        a tenth of the repository's: without fresh statistics the planner takes a freshly
+        loaded repository for a few rows and scans it whole for each vector query instead of
+        using the HNSW index (docs/postgres.md, "Vectors in their rows"). Autovacuum would
+        analyze it too, but only after its next pass (a minute or more), and every query in
+        between pays. A role that may not analyze the table (not its owner) is logged and
+        skipped: the statistics are an optimisation."""
+        import psycopg
+
+        if rows_written <= 0:
+            return
+        if rows_written < ANALYZE_AFTER_ROWS and rows_written * 10 < self.chunk_count():
+            return
+        try:
+            with self._lock:
+                self._conn.execute("ANALYZE chunks")
+        except psycopg.Error as exc:
+            log.warning("ANALYZE chunks skipped: %s", " ".join(str(exc).split()))
 
     def vectors_for_rowids(self, model_id: str, rowids: Sequence[int], dim: int) -> np.ndarray:
         out = np.zeros((len(rowids), dim), dtype=np.float32)

@@ -172,6 +172,10 @@ class Retriever:
         """Per-generation facts the ranking stages read (roles, declarations, history tables)."""
         self._view: tuple[int, GenerationView] | None = None
         """(store data_version, view) of the last pin."""
+        self._answering = threading.local()
+        """``generation``: the generation of the query this thread is answering (its pinned
+        view's), which the per-generation caches are checked against instead of asking the
+        store again: with PostgreSQL each ask is a round trip, nine a hybrid query before."""
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self.bm25_timeout_ms: float | None = None
@@ -191,14 +195,21 @@ class Retriever:
                 self._embedder = self._embedder_factory()
         return self._embedder
 
+    def _generation(self) -> int | None:
+        """The generation the query this thread is answering was pinned to (None outside a
+        query: the caches then ask the store)."""
+        gen: int | None = getattr(self._answering, "generation", None)
+        return gen
+
     def symbol_table(self) -> InMemorySymbolTable:
         """The index's symbols and paths, rebuilt when the store's generation changes."""
-        return self._symbols.table(self.store)
+        return self._symbols.table(self.store, self._generation())
 
     def chunk_count(self) -> int:
         """The store's chunk count, cached per index generation (a count(*) costs ~1 ms at 100k
         chunks, twice per query otherwise)."""
-        gen = self.store.generation()
+        pinned = self._generation()
+        gen = self.store.generation() if pinned is None else pinned
         if self._count is None or self._count[0] != gen:
             self._count = (gen, self.store.chunk_count())
         return self._count[1]
@@ -424,7 +435,11 @@ class Retriever:
                 # the view of the last query is used as is: the check below catches any write
                 # since (and the retry pins afresh), so a quiet index costs one data_version read
                 view = cached[1] if attempt == 0 and cached is not None else self.pin()
-                result = self._search(query, top_k, strat, qc, spec, explain, view)
+                self._answering.generation = view.generation
+                try:
+                    result = self._search(query, top_k, strat, qc, spec, explain, view)
+                finally:
+                    self._answering.generation = None
                 if self._still_published(view):
                     break
             span.set_attribute("generation", result.generation)
@@ -529,14 +544,16 @@ class Retriever:
     # -- what the ranking stages read (RankingSource) --------------------------------------
     def chunk_info(self, rowids: Sequence[int]) -> dict[int, tuple[str, FileRole, bool]]:
         """(path, file role, is a declaration) of each rowid, cached per index generation."""
-        return self._evidence.chunk_info(self.store, rowids)
+        return self._evidence.chunk_info(self.store, rowids, self._generation())
 
     def history_evidence(
         self, query: str, recent: bool = False
     ) -> tuple[HistoryEvidence, CoChange] | None:
         """The history's file rankings for ``query`` and its co-change tables (None without
         a history or when it fails); cached per generation and history version."""
-        return self._evidence.history_evidence(self.store, self.history, query, recent)
+        return self._evidence.history_evidence(
+            self.store, self.history, query, recent, self._generation()
+        )
 
     def file_bm25_scores(
         self, query: str | Sequence[tuple[str, float]], paths: Sequence[str]
@@ -560,7 +577,7 @@ class Retriever:
     def code_graph(self) -> CodeGraph | None:
         """The code graph of the published generation (built once per generation; None for a
         store that keeps no graph records, one without ``graph_snapshot``)."""
-        return self._evidence.code_graph(self.store)
+        return self._evidence.code_graph(self.store, self._generation())
 
     @property
     def cached_graph(self) -> CodeGraph | None:

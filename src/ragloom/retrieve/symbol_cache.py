@@ -33,9 +33,10 @@ class SymbolCache:
         """Drop the cached table (the next call builds it again, derived when it can be)."""
         self._table = None
 
-    def table(self, store: ReadStore) -> InMemorySymbolTable:
-        """The symbols and paths of ``store``'s published generation."""
-        gen = store.generation()
+    def table(self, store: ReadStore, generation: int | None = None) -> InMemorySymbolTable:
+        """The symbols and paths of ``store``'s published generation (``generation``: the one
+        the caller's query answers from, read already; default: the store's)."""
+        gen = store.generation() if generation is None else generation
         cached = self._table
         if cached is not None and cached[0] == gen:
             return cached[1]

@@ -47,12 +47,13 @@ class EvidenceCache:
         ranks)."""
 
     def chunk_info(
-        self, store: ReadStore, rowids: Sequence[int]
+        self, store: ReadStore, rowids: Sequence[int], generation: int | None = None
     ) -> dict[int, tuple[str, FileRole, bool]]:
         """(path, file role, is a declaration) of each rowid, cached per index generation:
         only rows not seen since the generation changed are read (their rows, and the texts of
-        the few whose kind needs one), so the cost is O(candidates) and ~0 once warm."""
-        gen = store.generation()
+        the few whose kind needs one), so the cost is O(candidates) and ~0 once warm.
+        ``generation``: the one the caller's query answers from (default: the store's)."""
+        gen = store.generation() if generation is None else generation
         if self._info is None or self._info[0] != gen:
             self._info = (gen, {})
         cache = self._info[1]
@@ -70,14 +71,15 @@ class EvidenceCache:
     def cached_graph(self) -> CodeGraph | None:
         return self._graph
 
-    def code_graph(self, store: ReadStore) -> CodeGraph | None:
+    def code_graph(self, store: ReadStore, generation: int | None = None) -> CodeGraph | None:
         """The code graph of ``store``'s published generation, built once per generation
-        (None for a store that keeps no graph records, one without ``graph_snapshot``)."""
+        (None for a store that keeps no graph records, one without ``graph_snapshot``);
+        ``generation`` as for :meth:`chunk_info`."""
         from ragloom.graph import GraphSource, load_graph
 
         if not isinstance(store, GraphSource):
             return None
-        gen = store.generation()
+        gen = store.generation() if generation is None else generation
         cached = self._graph
         if cached is not None and cached.generation == gen:
             return cached
@@ -89,16 +91,22 @@ class EvidenceCache:
             return cached
 
     def history_evidence(
-        self, store: ReadStore, hist: ChangeHistory | None, query: str, recent: bool = False
+        self,
+        store: ReadStore,
+        hist: ChangeHistory | None,
+        query: str,
+        recent: bool = False,
+        generation: int | None = None,
     ) -> tuple[HistoryEvidence, CoChange] | None:
         """The history's file rankings for ``query`` (with the recency ranking when ``recent``)
         and its co-change tables (None without a history or when it fails: ranking goes on
         without it). The churn ranks, the co-change tables, the recency ranks and the indexed
-        paths are computed once per index generation and history version."""
+        paths are computed once per index generation and history version (``generation`` as
+        for :meth:`chunk_info`)."""
         if hist is None:
             return None
         try:
-            key = (store.generation(), hist.version())
+            key = (store.generation() if generation is None else generation, hist.version())
             cached = self._churn
             if cached is None or cached[0] != key:
                 live = frozenset(store.files())

@@ -255,6 +255,9 @@ class Index:
                 embedder=self._embedder_arg,
             )
             retriever.history = CommitHistory.open(self.index_dir, self.root)
+            if retriever.history is None:  # commits synced after this reader opened
+                index_dir, root = self.index_dir, self.root
+                retriever.attach_history_later(lambda: CommitHistory.open(index_dir, root))
             retriever.ranker = RepositoryRanker(self.ranking_model_store())
             self._retriever = retriever
         return self._retriever
@@ -836,8 +839,16 @@ class PostgresIndex(Index):
                 self._open(), cache_dir=self.cache_dir, root=self.root, embedder=self._embedder_arg
             )
             storage = self.source_storage()
-            if storage.has_store("commits"):
-                retriever.history = CommitHistory.attach(storage.open_store("commits"), self.root)
+            root = self.root
+
+            def history() -> CommitHistory | None:
+                if not storage.has_store("commits"):
+                    return None
+                return CommitHistory.attach(storage.open_store("commits"), root)
+
+            retriever.history = history()
+            if retriever.history is None:  # commits synced after this reader opened
+                retriever.attach_history_later(history)
             retriever.ranker = RepositoryRanker(self.ranking_model_store())
             self._retriever = retriever
         return self._retriever

@@ -19,6 +19,7 @@ modality gave it, and with ``explain=True`` a record of what each stage did to i
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -99,6 +100,8 @@ __all__ = [
     "parse_search_spec",
 ]
 
+log = logging.getLogger("ragloom.retrieve")
+
 HYBRID_CANDIDATES_MIN = 100
 """Depth of each modality's list before fusion: at least the MMR ``candidate_pool`` default (50,
 ploke section 1), so MMR always sees a full pool. 100 since issue 11: the role prior and file
@@ -121,6 +124,12 @@ seed's k=60 on both datasets; BM25 at 0.75 was best on the docstring dataset).""
 KEYWORD_RRF = RrfConfig(k=10.0, weight_bm25=3.0, weight_dense=1.0)
 """RRF of the default strategy for keyword queries (``query_style``): BM25 leads, dense breaks
 near ties (docs/ranking.md, Tuning)."""
+HISTORY_ATTACH_RECHECK_S = 5.0
+"""How soon a reader without a change history looks again for one that appeared since it opened
+(:meth:`Retriever.attach_history_later`: the first history sync ran after the reader opened);
+each look that finds none doubles the wait, up to :data:`HISTORY_ATTACH_MAX_WAIT_S` (a
+sub-folder's index whose commits never touch it reads the whole history to find that out)."""
+HISTORY_ATTACH_MAX_WAIT_S = 600.0
 MAX_TOP_K = 10_000
 """Largest ``top_k`` a search accepts: far above what fits any context budget, and a bound on
 what the engines allocate (tantivy panics on a collector of 10**20 slots)."""
@@ -144,9 +153,11 @@ class Retriever:
         history: ChangeHistory | None = None,
     ) -> None:
         self.store = store
-        self.history = history
-        """Past changes (the ``commits`` source) for the ``history`` ranking step; None ranks
-        without them."""
+        self._history = history
+        self._history_opener: Callable[[], ChangeHistory | None] | None = None
+        self._history_tried = 0.0
+        self._history_wait = HISTORY_ATTACH_RECHECK_S
+        self._history_lock = threading.Lock()
         self.telemetry = telemetry if telemetry is not None else get_telemetry()
         self.bm25 = bm25
         self.file_bm25: FileScorer | None = None
@@ -194,6 +205,49 @@ class Retriever:
             if self._embedder is None and self._embedder_factory is not None:
                 self._embedder = self._embedder_factory()
         return self._embedder
+
+    @property
+    def history(self) -> ChangeHistory | None:
+        """Past changes (the ``commits`` source) for the ``history`` ranking step; None ranks
+        without them."""
+        return self._history
+
+    @history.setter
+    def history(self, value: ChangeHistory | None) -> None:
+        # a history set by hand (an evaluation's arm, one cut as of a date) is the one used:
+        # no later attachment replaces it
+        self._history = value
+        self._history_opener = None
+
+    def attach_history_later(self, opener: Callable[[], ChangeHistory | None]) -> None:
+        """Rank with the history ``opener`` returns once it returns one: a reader opened before
+        the repository's first history sync (a server started before ``ragloom index`` synced
+        the commits) would otherwise rank without it until restarted. Tried at most every
+        :data:`HISTORY_ATTACH_RECHECK_S`, before a query."""
+        self._history_opener = opener
+        self._history_tried = time.monotonic()
+        self._history_wait = HISTORY_ATTACH_RECHECK_S
+
+    def _attach_history(self) -> None:
+        opener = self._history_opener
+        if opener is None or time.monotonic() - self._history_tried < self._history_wait:
+            return
+        with self._history_lock:
+            if self._history_opener is not opener or self._history is not None:
+                return
+            if time.monotonic() - self._history_tried < self._history_wait:
+                return  # another thread tried while this one waited
+            try:
+                found = opener()
+            except Exception as exc:  # evidence, never a reason to fail a search
+                log.warning("change history not attached: %s", exc)
+                found = None
+            self._history_tried = time.monotonic()
+            self._history_wait = min(2 * self._history_wait, HISTORY_ATTACH_MAX_WAIT_S)
+            if found is not None:
+                self._history = found
+                self._history_opener = None
+                log.info("change history attached: the repository's commits were synced")
 
     def _generation(self) -> int | None:
         """The generation the query this thread is answering was pinned to (None outside a
@@ -408,6 +462,8 @@ class Retriever:
         if top_k > MAX_TOP_K:
             raise ConfigError(f"top_k must be at most {MAX_TOP_K}, got {top_k!r}")
         spec = parse_search_spec(strategy)
+        if self._history_opener is not None:
+            self._attach_history()
         strat, qc, name = spec.strategy, spec.query_config, spec.name
         if query_config is not None:
             qc = query_config

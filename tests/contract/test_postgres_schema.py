@@ -93,3 +93,29 @@ def test_a_database_of_the_previous_schema_is_refused_then_migrated_in_place(
         assert store.remove() is True and store.stamp() is None and store.remove() is False
     finally:
         backend.close()
+
+
+def test_readers_go_on_with_a_database_a_storage_migration_behind(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 7 changes only how vectors are stored: a database at schema 6 is read (a
+    team's upgraded servers go on answering), and the indexer migrates it."""
+    import ragloom.index.pg_schema as schema
+
+    assert schema.READER_SCHEMA == 6 < SCHEMA_VERSION
+    with monkeypatch.context() as m:  # the ragloom before migration 7
+        m.setattr(schema, "SCHEMA_VERSION", 6)
+        PostgresBackend(pg_dsn, "alpha", create=True).close()
+    reader = PostgresBackend(pg_dsn, "alpha")  # no refusal
+    try:
+        assert reader.generation() == 0
+    finally:
+        reader.close()
+    PostgresBackend(pg_dsn, "alpha", create=True).close()  # `ragloom index` migrates
+    with connect(pg_dsn) as conn:
+        version = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        storage = conn.execute(
+            "SELECT attstorage FROM pg_attribute WHERE attrelid = 'chunks'::regclass "
+            "AND attname = 'embedding'"
+        ).fetchone()
+    assert version == (SCHEMA_VERSION,) and storage == ("m",)

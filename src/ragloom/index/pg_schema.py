@@ -199,6 +199,10 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+READER_SCHEMA = 6
+"""The oldest schema this ragloom's readers (servers, ``search``, ``status``) read: the
+migrations after it change only how rows are stored (7: vectors in their rows), so a team's
+servers of the new ragloom go on answering until ``ragloom index`` migrates the database."""
 
 
 def _one_line(exc: BaseException) -> str:

@@ -51,6 +51,7 @@ from ragloom.index.pg_schema import (
     _REPO_COLS,
     DEFAULT_EF_SEARCH,
     MIGRATIONS,
+    READER_SCHEMA,
     SCHEMA_VERSION,
     RepositoryInfo,
     connect,
@@ -164,7 +165,7 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
                 f"PostgreSQL schema version {version} is newer than this ragloom supports "
                 f"({SCHEMA_VERSION}); upgrade ragloom"
             )
-        if version < SCHEMA_VERSION:
+        if version < READER_SCHEMA:
             raise DbError(
                 f"PostgreSQL schema version {version} is older than {SCHEMA_VERSION}; run "
                 "`ragloom index PATH --backend postgres` to migrate it"

@@ -46,6 +46,7 @@ from ragloom.retrieve.search import DEFAULT_STRATEGY, Retriever, SearchResult
 if TYPE_CHECKING:
     from ragloom.assemble import AssembledContext, AssemblyPolicy, TokenBudget, TokenCounter
     from ragloom.assemble.budget import Format
+    from ragloom.assemble.snippets import FileReader
     from ragloom.assemble.structure import StructureMode
     from ragloom.embed.base import Embedder
     from ragloom.graph import CodeGraph
@@ -57,6 +58,9 @@ if TYPE_CHECKING:
     from ragloom.sources.base import ItemStorage
     from ragloom.sources.pg_items import PgItemStorage
 
+CHECKOUT_SAMPLE = 20
+"""Indexed paths a PostgreSQL reader looks for under its root to tell a checkout of the
+repository from a folder without one (whose contexts then come from the database)."""
 MAP_SEED_HITS = 20
 """Hits of the question that personalise the repository map's PageRank."""
 MAP_SKIP_KINDS = frozenset({"module"})
@@ -599,6 +603,7 @@ class Index:
                 policy=policy,
                 counter=counter,
                 embeddings=embeddings,
+                read_files=self._file_reader(),
             )
 
         with retriever.telemetry.span("assembly", {"hits": len(result.hits)}) as span:
@@ -614,6 +619,11 @@ class Index:
             span.set_attribute("parts", len(ctx.parts))
             span.set_attribute("tokens", ctx.stats.tokens_total)
         return ctx
+
+    def _file_reader(self) -> FileReader | None:
+        """Where a context's files are read from when not from :attr:`root` (None: the tree;
+        a folder index always sits beside it)."""
+        return None
 
     def add_structure(
         self,
@@ -770,6 +780,8 @@ class PostgresIndex(Index):
         ``storage.pool_size``)."""
         self.cache_dir = bm25_cache_dir(dsn, repository, cache_dir)
         self._backend: PostgresBackend | None = None
+        self._checkout: bool | None = None
+        """Whether :attr:`root` is a checkout of the repository (None: not asked yet)."""
         self._sources: PgItemStorage | None = None
 
     def source_storage(self) -> PgItemStorage:
@@ -822,6 +834,19 @@ class PostgresIndex(Index):
         except IndexNotFoundError:
             return False
         return True
+
+    def _file_reader(self) -> FileReader | None:
+        """A node without the source tree (no checkout at :attr:`root`) reads a context's files
+        as they were indexed, from the database (``files.content``, migration 8). :attr:`root`
+        is a checkout when it holds any of the first :data:`CHECKOUT_SAMPLE` indexed paths
+        (asked once per index object); the current folder of a node without a checkout holds
+        none."""
+        if self._checkout is None:
+            root = self.root
+            self._checkout = root.is_dir() and any(
+                (root / p).is_file() for p in self._open().sample_paths(CHECKOUT_SAMPLE)
+            )
+        return None if self._checkout else self._open().file_contents
 
     @property
     def recorded_root(self) -> Path:

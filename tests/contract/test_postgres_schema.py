@@ -98,8 +98,9 @@ def test_a_database_of_the_previous_schema_is_refused_then_migrated_in_place(
 def test_readers_go_on_with_a_database_a_storage_migration_behind(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Migration 7 changes only how vectors are stored: a database at schema 6 is read (a
-    team's upgraded servers go on answering), and the indexer migrates it."""
+    """Migrations 7 and 8 change only how vectors are stored and add the files' bytes, which a
+    reader does without: a database at schema 6 is read (a team's upgraded servers go on
+    answering), and the indexer migrates it."""
     import ragloom.index.pg_schema as schema
 
     assert schema.READER_SCHEMA == 6 < SCHEMA_VERSION
@@ -109,6 +110,7 @@ def test_readers_go_on_with_a_database_a_storage_migration_behind(
     reader = PostgresBackend(pg_dsn, "alpha")  # no refusal
     try:
         assert reader.generation() == 0
+        assert reader.file_contents(["a.py"]) == {}  # no files.content yet (migration 8)
     finally:
         reader.close()
     PostgresBackend(pg_dsn, "alpha", create=True).close()  # `ragloom index` migrates

@@ -127,6 +127,48 @@ def test_vectors_stay_in_their_rows_and_an_index_run_leaves_statistics(
         pg.close()
 
 
+def test_a_node_without_a_checkout_assembles_the_same_context_from_the_database(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """Migration 8: the indexer keeps each file's bytes, and a node whose source tree is not on
+    its machine assembles contexts from them: the same text as a node with the checkout. A file
+    that changed between parsing and writing keeps no bytes (never a mismatched version)."""
+    src = copy_stdlib_packages(tmp_path / "src", ["json", "textwrap"])
+    writer = open_postgres(src, dsn=pg_dsn, embedder=MODEL, cache_dir=tmp_path / "w", create=True)
+    try:
+        writer.index()
+        with_tree = writer.get_context("decode a JSON document", budget=1500, format="markdown")
+        elsewhere = tmp_path / "elsewhere"  # a node's folder, no checkout in it
+        elsewhere.mkdir()
+        (elsewhere / "notes.txt").write_text("not the repository\n")
+        contexts = []
+        for folder in (elsewhere, tmp_path / "no-such-folder"):
+            away = open_postgres(folder, dsn=pg_dsn, cache_dir=tmp_path / "node")
+            try:
+                assert away.root == folder
+                contexts.append(
+                    away.get_context("decode a JSON document", budget=1500, format="markdown")
+                )
+            finally:
+                away.close()
+    finally:
+        writer.close()
+    assert with_tree.parts
+    for ctx in contexts:
+        assert ctx.text == with_tree.text and ctx.stats.stale_dropped == 0
+    with psycopg.connect(pg_dsn) as conn:
+        stored = dict(conn.execute("SELECT path, content FROM files").fetchall())
+    assert bytes(stored["textwrap.py"]) == (src / "textwrap.py").read_bytes()
+
+    from ragloom.index.backend_index import _indexed_bytes
+    from ragloom.ingest.ids import file_hash
+
+    data = (src / "textwrap.py").read_bytes()
+    assert _indexed_bytes(src, "textwrap.py", file_hash(data)) == data
+    assert _indexed_bytes(src, "textwrap.py", file_hash(data + b"#")) is None
+    assert _indexed_bytes(src, "gone.py", "x") is None
+
+
 def test_bm25_follows_the_generation(
     tree: Path,
     pg_dsn: str,

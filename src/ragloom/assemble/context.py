@@ -33,7 +33,7 @@ from ragloom.assemble.dedup import DedupReport, dedup_exact, dedup_near
 from ragloom.assemble.order import DEFINITION_KINDS, OrderItem, order_items, short_name
 from ragloom.assemble.render import BlockMeta, frame, render, render_block
 from ragloom.assemble.select import Item, greedy_select
-from ragloom.assemble.snippets import Resolver, Snippet, fetch_snippets
+from ragloom.assemble.snippets import FileReader, Resolver, Snippet, fetch_snippets
 from ragloom.assemble.stitch import Draft, Segment, build_segments, draft_ranges, draft_text
 from ragloom.assemble.tokens import TokenCounter
 from ragloom.assemble.trim import trim_segment
@@ -227,12 +227,14 @@ def assemble_context(
     counter: TokenCounter,
     embeddings: Mapping[str, np.ndarray] | None = None,
     resolver: Resolver | None = None,
+    read_files: FileReader | None = None,
 ) -> AssembledContext:
     """Assemble ``hits`` (ranked search results) into a context that fits ``budget``.
 
     ``root`` is the indexed root (no file outside it is read); ``embeddings`` maps hit ids to
     vectors for near-duplicate removal; ``resolver`` re-parses changed files (default: the
-    chunker). Raises :class:`ConfigError` for bad arguments.
+    chunker); ``read_files`` gives the files' bytes instead of ``root`` (a node without the
+    source tree). Raises :class:`ConfigError` for bad arguments.
     """
     if not isinstance(budget, TokenBudget):
         raise ConfigError(f"budget must be a TokenBudget, got {type(budget).__name__}")
@@ -253,7 +255,9 @@ def assemble_context(
     fmt = policy.format
     hits_in = [h for h in hits if policy.kinds is None or h.kind in policy.kinds]
     ranked_hits = sorted(hits_in, key=lambda h: (-_finite(h.score), h.path, h.start_line, h.id))
-    snippets, files, fetch = fetch_snippets(ranked_hits, Path(root), resolver=resolver)
+    snippets, files, fetch = fetch_snippets(
+        ranked_hits, Path(root), resolver=resolver, read_files=read_files
+    )
     lap("fetch")
 
     dup = DedupReport()

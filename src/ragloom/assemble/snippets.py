@@ -23,7 +23,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -34,6 +34,7 @@ from ragloom.types import Hit
 __all__ = [
     "ChunkLike",
     "FetchReport",
+    "FileReader",
     "Resolver",
     "Snippet",
     "default_resolver",
@@ -228,16 +229,23 @@ FILE_CACHE = _FileCache(FILE_CACHE_MAX_BYTES, FILE_CACHE_MAX_FILES)
 """The process-wide read cache of :func:`fetch_snippets`."""
 
 
+FileReader = Callable[[Sequence[str]], Mapping[str, bytes]]
+"""Files' bytes by path, for a reader without the source tree (a PostgreSQL serving node
+without a checkout: the bytes as they were indexed); a path left out is a missing file."""
+
+
 def fetch_snippets(
     hits: Sequence[Hit],
     root: Path,
     *,
     resolver: Resolver | None = None,
+    read_files: FileReader | None = None,
 ) -> tuple[list[Snippet], dict[str, list[str]], FetchReport]:
     """Read every hit from disk; return fresh snippets, current file lines by path, counters.
 
     ``resolver`` re-parses a changed file (default: ragloom's chunker). Hits keep their input
-    order; dropped and refused hits are left out.
+    order; dropped and refused hits are left out. ``read_files``: the files' bytes come from
+    it, not from ``root`` (every path of a hit is asked for, once).
     """
     resolve = resolver or default_resolver
     root_real = root.resolve()
@@ -247,6 +255,15 @@ def fetch_snippets(
     file_state: dict[str, tuple[bytes, str] | str] = {}
     chunks_by_path: dict[str, dict[str, ChunkLike] | None] = {}
     out: list[Snippet] = []
+    if read_files is not None:
+        got = read_files(list(dict.fromkeys(h.path for h in hits)))
+        for path in dict.fromkeys(h.path for h in hits):
+            data = got.get(path)
+            if data is None:
+                file_state[path] = "missing"
+            else:
+                file_state[path] = (data, file_hash(data))
+                files[path] = split_lines(data)
     for hit in hits:
         if hit.path not in file_state:
             found = _safe_real(root_str, hit.path)

@@ -133,10 +133,13 @@ class IndexUpdate(Protocol):
         language: str | None,
         source: str,
         graph: bytes | None = None,
+        content: bytes | None = None,
     ) -> tuple[int, int, int, int]:
         """Write one file's new chunk set; (added, updated, removed, kept) chunk counts. A chunk
         whose id and node hash are unchanged keeps its rowid.
-        ``graph``: the file's code graph record (``FileGraph.to_blob()``; None: it has none)."""
+        ``graph``: the file's code graph record (``FileGraph.to_blob()``; None: it has none).
+        ``content``: the file's bytes as indexed, for a backend that keeps them
+        (:attr:`StorageBackend.keeps_content`)."""
         ...
 
     def put_file_graph(self, path: str, file_hash: str, data: bytes) -> None:
@@ -160,6 +163,9 @@ class StorageBackend(ReadStore, Protocol):
     """Everything an indexer and a reader need: the contract both backends pass."""
 
     name: str
+    keeps_content: bool
+    """Whether the indexer hands it each file's bytes (PostgreSQL: a serving node may have no
+    checkout to read them from; a folder index always sits beside its tree)."""
 
     def write_lock(self) -> AbstractContextManager[object]:
         """Exclusive writer of this index; :class:`~ragloom.errors.IndexLockedError` when
@@ -230,6 +236,7 @@ class _EmbeddedUpdate:
         language: str | None,
         source: str,
         graph: bytes | None = None,
+        content: bytes | None = None,
     ) -> tuple[int, int, int, int]:
         if graph is not None:  # keyed by (path, hash): the old version's goes at collection
             self._backend.store.put_file_graph(self._conn, path, file_hash, graph)
@@ -272,6 +279,7 @@ class EmbeddedBackend:
     hnswlib index for ``key`` (dimension ``dim``)."""
 
     name = "embedded"
+    keeps_content = False
 
     def __init__(self, index_dir: Path, *, key: str = "", dim: int = 0) -> None:
         index_dir.mkdir(parents=True, exist_ok=True)

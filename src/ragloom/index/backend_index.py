@@ -51,6 +51,18 @@ def graph_backfill(
     return backfill_records(root, backend.files_without_graph, skip, progress)
 
 
+def _indexed_bytes(root: Path, rel: str, digest: str) -> bytes | None:
+    """``rel``'s bytes when they are still the version parsed (``digest``), for a backend that
+    keeps them; None when the file changed or went since (the next run writes it)."""
+    from ragloom.ingest.ids import file_hash
+
+    try:
+        data = (root / rel).read_bytes()
+    except OSError:
+        return None
+    return data if file_hash(data) == digest else None
+
+
 def index_into(
     root: Path,
     backend: StorageBackend,
@@ -114,6 +126,9 @@ def index_into(
                         language=detect_language(sf.rel),
                         source=chunks[0].source if chunks else "text",
                         graph=None if graph is None else graph.to_blob(),
+                        content=(
+                            _indexed_bytes(root, sf.rel, digest) if backend.keeps_content else None
+                        ),
                     )
                     stats.chunks_added += a
                     stats.chunks_updated += u

@@ -197,12 +197,20 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE chunks ALTER COLUMN embedding SET STORAGE MAIN;
     ALTER TABLE chunks SET (toast_tuple_target = 8160);
     """,
+    # 8: each file's bytes as indexed, so a serving node without a checkout of the repository
+    # assembles contexts from the database (docs/postgres.md, "Context without a checkout").
+    # NULL for a file indexed before it, until the file is written again (or --rebuild).
+    """
+    ALTER TABLE files ADD COLUMN content BYTEA;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 READER_SCHEMA = 6
 """The oldest schema this ragloom's readers (servers, ``search``, ``status``) read: the
-migrations after it change only how rows are stored (7: vectors in their rows), so a team's
-servers of the new ragloom go on answering until ``ragloom index`` migrates the database."""
+migrations after it change only how rows are stored (7: vectors in their rows) or add what a
+reader does without (8: the files' bytes, read only by a node without a checkout, which goes
+without them until then), so a team's servers of the new ragloom go on answering until
+``ragloom index`` migrates the database."""
 
 
 def _one_line(exc: BaseException) -> str:

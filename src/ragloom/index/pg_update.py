@@ -92,6 +92,7 @@ class PgUpdate:
         language: str | None,
         source: str,
         graph: bytes | None = None,
+        content: bytes | None = None,
     ) -> tuple[int, int, int, int]:
         conn = self._conn
         if path in self._written:  # written before in this update: compare with those rows
@@ -124,6 +125,7 @@ class PgUpdate:
                 source,
                 len(chunks),
                 time.time(),
+                content,
             )
         )
         self._graphs[path] = None if graph is None else (file_hash, graph)
@@ -175,11 +177,12 @@ class PgUpdate:
             with self._conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO files(repo_id, path, hash, size, mtime, language, source, "
-                    "n_chunks, indexed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "n_chunks, indexed_at, content) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (repo_id, path) DO UPDATE SET hash = EXCLUDED.hash, "
                     "size = EXCLUDED.size, mtime = EXCLUDED.mtime, language = EXCLUDED.language, "
                     "source = EXCLUDED.source, n_chunks = EXCLUDED.n_chunks, "
-                    "indexed_at = EXCLUDED.indexed_at",
+                    "indexed_at = EXCLUDED.indexed_at, content = EXCLUDED.content",
                     self._files,
                 )
             self._files = []

@@ -36,6 +36,7 @@ transaction-level advisory lock so concurrent first runs do not race
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import threading
@@ -84,6 +85,8 @@ from ragloom.index.rows import row_to_chunk as _row_to_chunk
 if TYPE_CHECKING:
     import psycopg
 
+log = logging.getLogger("ragloom.index")
+
 __all__ = [
     "DEFAULT_EF_SEARCH",
     "MIGRATIONS",
@@ -108,6 +111,7 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
     one generation); updates use their own connection and transaction."""
 
     name = "postgres"
+    keeps_content = True
 
     def __init__(
         self,
@@ -352,6 +356,33 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
     def file_count(self) -> int:
         row = self._fetchone("SELECT count(*) FROM files WHERE repo_id = %s", (self.repo_id,))
         return int(row[0])
+
+    def sample_paths(self, n: int) -> list[str]:
+        """Up to ``n`` indexed paths (the first by name): enough to tell whether a folder is a
+        checkout of the repository."""
+        rows = self._fetchall(
+            "SELECT path FROM files WHERE repo_id = %s ORDER BY path LIMIT %s", (self.repo_id, n)
+        )
+        return [str(r[0]) for r in rows]
+
+    def file_contents(self, paths: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of these files as they were indexed (``files.content``, migration 8), for
+        a node without a checkout; a file indexed before migration 8 has none (left out), as
+        has every file of a database not migrated yet."""
+        import psycopg
+
+        if not paths:
+            return {}
+        try:
+            rows = self._fetchall(
+                "SELECT path, content FROM files WHERE repo_id = %s AND path = ANY(%s) "
+                "AND content IS NOT NULL",
+                (self.repo_id, list(dict.fromkeys(paths))),
+            )
+        except psycopg.errors.UndefinedColumn:
+            log.warning("the database keeps no file contents yet: run `ragloom index` to migrate")
+            return {}
+        return {str(path): bytes(data) for path, data in rows}
 
     def chunk_count(self) -> int:
         row = self._fetchone(

@@ -127,6 +127,10 @@ class IndexStatus:
     ``head`` of the work tree now, ``indexed_branch`` and ``indexed_head`` (what the last
     ``index`` saw; null when it recorded none), ``head_moved`` and ``dirty_paths`` (files that
     differ from HEAD, untracked ones included; null without freshness)."""
+    checkout: bool = True
+    """Whether ``root`` holds the repository's files (a folder index: always). False for a
+    PostgreSQL reader on a machine without a checkout: freshness is not checked there
+    (``stale_files`` null) and contexts come from the files as indexed."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -841,12 +845,17 @@ class PostgresIndex(Index):
         is a checkout when it holds any of the first :data:`CHECKOUT_SAMPLE` indexed paths
         (asked once per index object); the current folder of a node without a checkout holds
         none."""
+        return None if self.has_checkout() else self._open().file_contents
+
+    def has_checkout(self) -> bool:
+        """Whether :attr:`root` is a checkout of the repository: it holds any of the first
+        :data:`CHECKOUT_SAMPLE` indexed paths (asked once per index object)."""
         if self._checkout is None:
             root = self.root
             self._checkout = root.is_dir() and any(
                 (root / p).is_file() for p in self._open().sample_paths(CHECKOUT_SAMPLE)
             )
-        return None if self._checkout else self._open().file_contents
+        return self._checkout
 
     @property
     def recorded_root(self) -> Path:
@@ -948,10 +957,12 @@ class PostgresIndex(Index):
         chunks = backend.chunk_count()
         stale: dict[str, list[str]] = {}
         stale_count: int | None = None
-        if freshness:
+        checkout = self.has_checkout()
+        if freshness and checkout:  # a folder without the repository's files: nothing to compare
             stale = self.stale_files()
             stale_count = sum(len(v) for v in stale.values())
         return IndexStatus(
+            checkout=checkout,
             root=str(self.root),
             index_dir=f"postgres:{self.repository}",
             ragloom_version=info.ragloom_version,

@@ -137,6 +137,7 @@ def test_a_node_without_a_checkout_assembles_the_same_context_from_the_database(
     writer = open_postgres(src, dsn=pg_dsn, embedder=MODEL, cache_dir=tmp_path / "w", create=True)
     try:
         writer.index()
+        assert writer.status().checkout is True
         with_tree = writer.get_context("decode a JSON document", budget=1500, format="markdown")
         elsewhere = tmp_path / "elsewhere"  # a node's folder, no checkout in it
         elsewhere.mkdir()
@@ -146,6 +147,8 @@ def test_a_node_without_a_checkout_assembles_the_same_context_from_the_database(
             away = open_postgres(folder, dsn=pg_dsn, cache_dir=tmp_path / "node")
             try:
                 assert away.root == folder
+                st = away.status()  # nothing to compare with: not "every file differs"
+                assert st.checkout is False and st.stale_files is None and st.chunks > 20
                 contexts.append(
                     away.get_context("decode a JSON document", budget=1500, format="markdown")
                 )

@@ -173,7 +173,10 @@ def status_cmd(
     click.echo(
         f"vectors   {st.vectors}/{st.chunks} {'ready' if st.vectors_ready else 'incomplete'}"
     )
-    if st.stale_files is not None:
+    if not st.checkout:
+        click.echo("stale     not checked: no checkout of the repository here (contexts come "
+                   "from the files as indexed)")  # fmt: skip
+    elif st.stale_files is not None:
         click.echo(f"stale     {st.stale_files} files differ from the index")
     if st.history:
         last = str(st.history.get("last_commit") or "")[:10]

@@ -172,6 +172,32 @@ def test_a_node_without_a_checkout_assembles_the_same_context_from_the_database(
     assert _indexed_bytes(src, "gone.py", "x") is None
 
 
+def test_files_indexed_before_their_bytes_were_kept_get_them_without_a_new_generation(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """After migration 8, the next ``ragloom index`` gives the files that have no bytes kept
+    their bytes from the tree (each only at its indexed version), without publishing a new
+    generation; the run after has nothing to give."""
+    src = copy_stdlib_packages(tmp_path / "src", ["json"])
+    writer = open_postgres(src, dsn=pg_dsn, embedder=MODEL, cache_dir=tmp_path / "w", create=True)
+    try:
+        assert writer.index(embed=False).generation == 1
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("UPDATE files SET content = NULL")  # as indexed before migration 8
+        (src / "json" / "tool.py").write_text("def changed_meanwhile():\n    return 1\n")
+        stats = writer.index(embed=False)  # tool.py: written anew, with its bytes
+        assert stats.generation == 2 and "content" in stats.timings
+        with psycopg.connect(pg_dsn) as conn:
+            kept = dict(conn.execute("SELECT path, content FROM files").fetchall())
+        assert len(kept) == len(list((src / "json").glob("*.py"))) and all(
+            bytes(data) == (src / path).read_bytes() for path, data in kept.items()
+        )
+        again = writer.index(embed=False)
+        assert again.generation == 2 and "content" not in again.timings
+    finally:
+        writer.close()
+
+
 def test_bm25_follows_the_generation(
     tree: Path,
     pg_dsn: str,

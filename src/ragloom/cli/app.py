@@ -61,6 +61,7 @@ def progress_bars(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
         "embed": "embed",
         "vectors": "vectors",
         "graph": "graph",
+        "content": "file bytes",
     }
     with Progress(
         TextColumn("{task.description:<11}"),

@@ -193,6 +193,17 @@ class StorageBackend(ReadStore, Protocol):
         """(path, hash) of published files in ``languages`` without a current graph record."""
         ...
 
+    def files_without_content(self) -> list[tuple[str, str]]:
+        """(path, hash) of published files whose bytes it does not keep yet (indexed before it
+        kept them); always empty for a backend that does not keep them."""
+        ...
+
+    def put_file_contents(self, items: Iterable[tuple[str, str, bytes]]) -> int:
+        """Keep the bytes of published files that have none, each (path, hash, bytes) only
+        while the file is still that version; returns the files given their bytes. Outside
+        any update: the bytes are those of the published version, so no generation changes."""
+        ...
+
     def finish_index(self, rows_written: int) -> None:
         """Upkeep after an index run that wrote ``rows_written`` chunk rows (added, updated,
         removed or given a vector): PostgreSQL's planner statistics; nothing for a folder."""
@@ -352,6 +363,14 @@ class EmbeddedBackend:
 
     def finish_index(self, rows_written: int) -> None:
         """Nothing to keep up: SQLite plans these queries by their indexes alone."""
+
+    def files_without_content(self) -> list[tuple[str, str]]:
+        """None: a folder index reads its files from the tree beside it."""
+        return []
+
+    def put_file_contents(self, items: Iterable[tuple[str, str, bytes]]) -> int:
+        """Nothing kept: a folder index reads its files from the tree beside it."""
+        return 0
 
     def vectors(self) -> HnswVectors | None:
         """The folder's hnswlib index for :attr:`key` (None without a key and dimension)."""

@@ -18,8 +18,9 @@ order of work so a crash at any point leaves the published generation intact:
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from ragloom.embed.base import Embedder
 
 __all__ = ["graph_backfill", "index_into"]
+
+
+log = logging.getLogger("ragloom.index")
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -61,6 +65,28 @@ def _indexed_bytes(root: Path, rel: str, digest: str) -> bytes | None:
     except OSError:
         return None
     return data if file_hash(data) == digest else None
+
+
+def _backfill_content(root: Path, backend: StorageBackend, progress: ProgressFn) -> float | None:
+    """Give the published files that have no bytes kept (indexed before the backend kept
+    them) their bytes from ``root``, each only while it is still its indexed version; the
+    seconds it took (None: none to give)."""
+    t0 = time.perf_counter()
+    todo = backend.files_without_content()
+    if not todo:
+        return None
+    progress("content", 0, len(todo))
+
+    def read() -> Iterator[tuple[str, str, bytes]]:
+        for i, (path, digest) in enumerate(todo, 1):
+            data = _indexed_bytes(root, path, digest)
+            if data is not None:
+                yield path, digest, data
+            progress("content", i, len(todo))
+
+    done = backend.put_file_contents(read())
+    log.info("kept the bytes of %d of %d files indexed before", done, len(todo))
+    return time.perf_counter() - t0
 
 
 def index_into(
@@ -146,6 +172,12 @@ def index_into(
             stats.timings["publish"] = time.perf_counter() - t3
         else:
             stats.generation = backend.generation()
+        if backend.keeps_content and not rebuild:
+            # files indexed before the backend kept their bytes: given them now, from the tree
+            # (only those still at their indexed version), without a new generation
+            took = _backfill_content(root, backend, progress)
+            if took is not None:
+                stats.timings["content"] = took
         stats.chunks_total = backend.chunk_count()
         stats.bm25_ready_seconds = time.perf_counter() - t0
         if embedder is not None:

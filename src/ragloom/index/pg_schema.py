@@ -199,7 +199,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 8: each file's bytes as indexed, so a serving node without a checkout of the repository
     # assembles contexts from the database (docs/postgres.md, "Context without a checkout").
-    # NULL for a file indexed before it, until the file is written again (or --rebuild).
+    # NULL for a file indexed before it, until the next `ragloom index` gives it its bytes
+    # (backend_index._backfill_content).
     """
     ALTER TABLE files ADD COLUMN content BYTEA;
     """,

@@ -40,7 +40,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +55,7 @@ from ragloom.index.pg_schema import (
     READER_SCHEMA,
     SCHEMA_VERSION,
     RepositoryInfo,
+    _one_line,
     connect,
     dsn_from_env,
     migrate,
@@ -86,6 +87,9 @@ if TYPE_CHECKING:
     import psycopg
 
 log = logging.getLogger("ragloom.index")
+
+CONTENT_BATCH = 200
+"""Files given their bytes per transaction by the backfill after migration 8."""
 
 __all__ = [
     "DEFAULT_EF_SEARCH",
@@ -356,6 +360,46 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
     def file_count(self) -> int:
         row = self._fetchone("SELECT count(*) FROM files WHERE repo_id = %s", (self.repo_id,))
         return int(row[0])
+
+    def files_without_content(self) -> list[tuple[str, str]]:
+        """(path, hash) of the published files indexed before migration 8 kept their bytes."""
+        rows = self._fetchall(
+            "SELECT path, hash FROM files WHERE repo_id = %s AND content IS NULL ORDER BY path",
+            (self.repo_id,),
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def put_file_contents(self, items: Iterable[tuple[str, str, bytes]]) -> int:
+        """Keep the bytes of files indexed before migration 8, in transactions of
+        :data:`CONTENT_BATCH` files (a file's row is written only while it is that version and
+        still has none)."""
+        import psycopg
+
+        done = 0
+        batch: list[tuple[bytes, int, str, str]] = []
+
+        def flush() -> None:
+            nonlocal done
+            try:
+                with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+                    for row in batch:
+                        cur.execute(
+                            "UPDATE files SET content = %s WHERE repo_id = %s AND path = %s "
+                            "AND hash = %s AND content IS NULL",
+                            row,
+                        )
+                        done += int(cur.rowcount or 0)
+            except psycopg.Error as exc:
+                raise DbError(f"index write failed: {_one_line(exc)}") from exc
+            batch.clear()
+
+        for path, digest, data in items:
+            batch.append((data, self.repo_id, path, digest))
+            if len(batch) >= CONTENT_BATCH:
+                flush()
+        if batch:
+            flush()
+        return done
 
     def sample_paths(self, n: int) -> list[str]:
         """Up to ``n`` indexed paths (the first by name): enough to tell whether a folder is a

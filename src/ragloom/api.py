@@ -629,6 +629,10 @@ class Index:
         a folder index always sits beside it)."""
         return None
 
+    def has_checkout(self) -> bool:
+        """Whether :attr:`root` holds the repository's files (a folder index: always)."""
+        return True
+
     def add_structure(
         self,
         ctx: AssembledContext,

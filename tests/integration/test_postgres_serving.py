@@ -261,6 +261,12 @@ def test_serve_mcp_on_postgres(tree: tuple[Path, str]) -> None:
             status = await client.call_tool("index_status", {})
             assert isinstance(status.structured_content, dict)
             assert status.structured_content["index_dir"] == f"postgres:{REPO_NAME}"
+            # freshness compares the tree with the database's files (it opened a folder index
+            # that is not there before, and failed)
+            fresh = await client.call_tool("index_status", {"freshness": True})
+            assert not fresh.is_error, [c.text for c in fresh.content if isinstance(c, TextContent)]
+            assert isinstance(fresh.structured_content, dict)
+            assert fresh.structured_content["stale_files"] == 0
 
     anyio.run(body)
 
@@ -350,6 +356,8 @@ def test_a_server_without_the_source_tree_searches_but_never_reindexes(
         with pytest.raises(InputError, match="no source tree"):
             node.start_reindex()
         assert node.status()["chunks"] > 0  # nothing was touched
+        # no checkout here: nothing to compare, not "every file was removed"
+        assert node.stale_files() is None and node.status()["checkout"] is False
 
 
 def test_read_pool_answers_concurrent_queries_like_one_connection(tree: tuple[Path, str]) -> None:

@@ -81,6 +81,13 @@ class _InspectionMixin(_JobsMixin, _AnswersMixin):
                 lambda: r.index.repo_map(query, budget=tokens, format=format, counter=counter)
             )
 
+    def stale_files(self) -> dict[str, list[str]] | None:
+        """The files of the source tree that differ from the index (changed, added, removed),
+        from the index being served (a folder or the database); None on a machine without a
+        checkout of the repository (nothing to compare)."""
+        with self._use_reader() as r:
+            return r.index.stale_files() if r.index.has_checkout() else None
+
     def status(self) -> dict[str, Any]:
         """``IndexStatus.to_dict()`` plus the engine's generation, caches, batcher and jobs."""
         with self._use_reader() as r:

@@ -16,7 +16,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ragloom.api import Index
 from ragloom.server.engine import ServingEngine
 from ragloom.server.feedback import MAX_COMMENT_CHARS
 from ragloom.server.mcp_schemas import Rating
@@ -142,13 +141,10 @@ def add_admin_tools(server: MCPServer[Any], engine: ServingEngine, jobs: _JobSta
     ) -> dict[str, Any]:
         out = engine.status()
         if freshness:
-            idx = Index(engine.root, engine.index_dir)
-            try:
-                stale = idx.stale_files()
-            finally:
-                idx.close()
-            out["stale"] = stale
-            out["stale_files"] = sum(len(v) for v in stale.values())
+            # the index being served: a PostgreSQL engine has no folder index to open
+            stale = engine.stale_files()
+            out["stale"] = stale or {}
+            out["stale_files"] = None if stale is None else sum(len(v) for v in stale.values())
         return out
 
     @server.tool(

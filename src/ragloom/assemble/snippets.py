@@ -256,8 +256,9 @@ def fetch_snippets(
     chunks_by_path: dict[str, dict[str, ChunkLike] | None] = {}
     out: list[Snippet] = []
     if read_files is not None:
-        got = read_files(list(dict.fromkeys(h.path for h in hits)))
-        for path in dict.fromkeys(h.path for h in hits):
+        paths = list(dict.fromkeys(h.path for h in hits))
+        got = read_files(paths)
+        for path in paths:
             data = got.get(path)
             if data is None:
                 file_state[path] = "missing"

@@ -222,8 +222,9 @@ class Retriever:
     def attach_history_later(self, opener: Callable[[], ChangeHistory | None]) -> None:
         """Rank with the history ``opener`` returns once it returns one: a reader opened before
         the repository's first history sync (a server started before ``ragloom index`` synced
-        the commits) would otherwise rank without it until restarted. Tried at most every
-        :data:`HISTORY_ATTACH_RECHECK_S`, before a query."""
+        the commits) would otherwise rank without it until restarted. Tried before a query,
+        first :data:`HISTORY_ATTACH_RECHECK_S` after this call, then after twice the last wait
+        each time it finds none, up to :data:`HISTORY_ATTACH_MAX_WAIT_S`."""
         self._history_opener = opener
         self._history_tried = time.monotonic()
         self._history_wait = HISTORY_ATTACH_RECHECK_S

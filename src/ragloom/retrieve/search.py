@@ -34,6 +34,7 @@ from ragloom.embed.document import embedding_key
 from ragloom.errors import ConfigError
 from ragloom.index.backend import ReadStore, SparseIndex, VectorIndex
 from ragloom.index.file_bm25 import FileScorer
+from ragloom.index.readscope import read_scope
 from ragloom.retrieve.config import (
     Dense,
     Hybrid,
@@ -494,7 +495,9 @@ class Retriever:
                 view = cached[1] if attempt == 0 and cached is not None else self.pin()
                 self._answering.generation = view.generation
                 try:
-                    result = self._search(query, top_k, strat, qc, spec, explain, view)
+                    # a fresh read scope per attempt: a retry never reuses the rows it read
+                    with read_scope():
+                        result = self._search(query, top_k, strat, qc, spec, explain, view)
                 finally:
                     self._answering.generation = None
                 if self._still_published(view):

@@ -87,8 +87,7 @@ class CommitHistory:
         return [_under(paths, self.prefix) for paths in self._store.recent_path_lists(n)]
 
     def version(self) -> str:
-        last = self._store.get_meta("last_commit") or ""
-        return f"{last}:{self._store.count()}"
+        return self._store.state_token("last_commit")
 
     def close(self) -> None:
         self._store.close()

@@ -170,6 +170,11 @@ class BaseItemStore(abc.ABC):
     def count(self) -> int:
         return int(self._select("count(*)")[0][0])
 
+    def state_token(self, meta_key: str) -> str:
+        """``"<meta value>:<item count>"``: it changes when a sync moves the cursor ``meta_key``
+        or the items (the change history's cache key)."""
+        return f"{self.get_meta(meta_key) or ''}:{self.count()}"
+
     def groups(self) -> dict[str, int]:
         """Group key -> item count."""
         return {

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragloom.errors import DbError, IndexLockedError, IndexNotFoundError
 from ragloom.index.bm25 import TantivyBm25
+from ragloom.index.readscope import memo
 from ragloom.index.tokenize import TOKENIZER_VERSION
 from ragloom.sources.itemstore import (
     ITEM_COLUMNS,
@@ -328,12 +329,37 @@ class PgItemStore(BaseItemStore):
             sql += f" AND ({where})"
         return self.storage.fetch(_pg(f"{sql} {tail}"), (*self._key(), *params))
 
+    def state_token(self, meta_key: str) -> str:
+        """The base class's token in one statement, which also reads the write counter: a
+        query that asks both (the change history's cache key, then its BM25) makes one round
+        trip, and the counter is kept in its read scope for :meth:`version`."""
+        key = self._key()
+        rows = self.storage.fetch(
+            "SELECT (SELECT value FROM source_meta WHERE repo_id = %s AND source = %s "
+            "AND key = %s), (SELECT count(*) FROM source_items WHERE repo_id = %s "
+            "AND source = %s), (SELECT version FROM source_versions WHERE repo_id = %s "
+            "AND source = %s)",
+            (*key, meta_key, *key, *key),
+        )
+        value, count, version = rows[0] if rows else (None, 0, None)
+        seen = memo(("source_version", id(self)))
+        if seen is not None:
+            seen["version"] = int(version or 0)
+        return f"{value or ''}:{int(count or 0)}"
+
     def version(self) -> int:
-        """The source's write counter (0: never written)."""
+        """The source's write counter (0: never written); inside a query's read scope, the one
+        this query read already (``ragloom.index.readscope``)."""
+        seen = memo(("source_version", id(self)))
+        if seen is not None and "version" in seen:
+            return int(seen["version"])
         rows = self.storage.fetch(
             "SELECT version FROM source_versions WHERE repo_id = %s AND source = %s", self._key()
         )
-        return int(rows[0][0]) if rows else 0
+        version = int(rows[0][0]) if rows else 0
+        if seen is not None:
+            seen["version"] = version
+        return version
 
     def _bm25_ranked(self, text: str, k: int) -> list[tuple[int, float]]:
         engine = self.sync_bm25()

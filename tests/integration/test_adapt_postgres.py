@@ -205,3 +205,29 @@ def test_a_damaged_row_is_set_aside_and_ranking_goes_on(pg_dsn: str, tmp_path: P
         assert store.remove() is True and store.remove() is False
     finally:
         index.close()
+
+
+def test_a_node_without_the_clone_adapts_from_the_commits_the_database_keeps(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """``ragloom adapt`` on a machine without the clone (a serving node, a CI job with only
+    the DSN) mines the history questions from the commits the database keeps: the same
+    questions, so the same model, as from the clone's own log."""
+    repo = make_web_repo(tmp_path / "web")
+    _run(*_pg(pg_dsn, "index", str(repo), "--model", MODEL, "--no-progress"))
+    from_git = _run(*_pg(pg_dsn, "adapt", "--dry-run", "--no-progress"))
+    assert from_git["status"] == "fitted" and from_git["history_from"] == "git"
+    (repo / ".git").rename(tmp_path / "git-elsewhere")
+    from_db = _run(*_pg(pg_dsn, "adapt", "--no-progress"))
+    assert from_db["status"] == "fitted" and from_db["history_from"] == "index", from_db
+    for key in ("examples", "asked", "newest_commit", "digest"):
+        assert from_db[key] == from_git[key], key
+    assert from_db["written"] is True
+    status = _run(*_pg(pg_dsn, "status", "--no-freshness"))["ranking_model"]
+    assert isinstance(status, dict) and status["digest"] == from_git["digest"]
+    # ratings taken since: `ragloom index` on this machine fits it again from the same commits
+    _rate(pg_dsn, REFIT_AFTER_RATINGS + 2)
+    indexed = _run(*_pg(pg_dsn, "index", str(repo), "--no-progress"))
+    refit = indexed["adapted"]
+    assert isinstance(refit, dict) and refit["history_from"] == "index", indexed
+    assert refit["examples"] == from_git["examples"] and refit["digest"] != from_git["digest"]

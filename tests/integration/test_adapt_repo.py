@@ -324,3 +324,27 @@ def test_a_server_answers_afresh_once_new_commits_are_synced(
         assert synced["files_changed"] == 0 and synced["history_commits"]
         after = engine.search(query)
         assert after["cache_hit"] is False and after["generation"] == first["generation"]
+
+
+def test_a_folder_index_without_its_clone_adapts_from_the_commits_it_keeps(
+    repo: Path, tmp_path: Path
+) -> None:
+    """An index whose tree is no longer a git work tree (a copied index, a checkout without
+    ``.git``) mines the commits its ``commits`` source keeps: the same model as from git."""
+    copy = tmp_path / "web"
+    shutil.copytree(repo, copy)
+    idx_dir = str(copy / ".ragloom")
+    _run("index", str(copy), "--model", "hashing:64", "--no-progress")
+    from_git = _run("adapt", "--index-dir", idx_dir, "--dry-run", "--no-progress")
+    assert from_git["history_from"] == "git" and from_git["status"] == "fitted"
+    shutil.move(str(copy / ".git"), str(tmp_path / "git-elsewhere"))
+    from_index = _run("adapt", "--index-dir", idx_dir, "--dry-run", "--no-progress")
+    assert from_index["history_from"] == "index"
+    assert from_index["digest"] == from_git["digest"]
+    assert from_index["examples"] == from_git["examples"]
+    # an index that keeps no commits says why it cannot adapt
+    shutil.rmtree(copy / ".ragloom")
+    _run("index", str(copy), "--model", "hashing:64", "--no-progress")
+    none = _run("adapt", "--index-dir", idx_dir, "--dry-run", "--no-progress")
+    assert none["status"] == "global" and none["history_from"] == ""
+    assert "keeps no commit history" in str(none["reason"])

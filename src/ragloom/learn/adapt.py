@@ -43,6 +43,7 @@ from ragloom.api import Index
 from ragloom.eval.gitdata import read_log
 from ragloom.eval.gitrun import HistoryAsOf
 from ragloom.eval.mining import qualifying_questions
+from ragloom.ingest.git import Commit
 from ragloom.retrieve.adapt import (
     ADAPTED_MODEL_NAME,
     FEEDBACK_FROZEN,
@@ -140,6 +141,9 @@ class AdaptReport:
     train_mrr: dict[str, float] = field(default_factory=dict)
     """MRR@10 (files' first right chunk) on the examples it was fitted on: ``global`` and
     ``adapted``; a check that the fit went the right way, not a held-back figure."""
+    history_from: str = ""
+    """Where the history questions were read: ``git`` (the clone's log), ``index`` (the
+    commits the index keeps, on a machine without the clone), empty when none were."""
     written: bool = False
     """Whether the store now holds what this report says (the model written, or an earlier
     one removed); False for a dry run (``ragloom adapt --dry-run``), which changes nothing."""
@@ -188,19 +192,37 @@ def _history_as_of(index: Any, cut: bool = True) -> Iterator[HistoryAsOf | None]
         retriever.history = whole
 
 
+def stored_history(index: Index) -> list[Commit] | None:
+    """The newest :data:`SCAN_COMMITS` commits of the history the index keeps (its
+    ``commits`` source: what the last sync read from ``git log HEAD``), newest first; None
+    when it keeps none. A machine without the clone mines its questions from these."""
+    from ragloom.sources.commits import stored_commits
+
+    hist = index.retriever.history
+    if not isinstance(hist, CommitHistory):
+        return None
+    commits = stored_commits(hist.store, SCAN_COMMITS)
+    return commits or None
+
+
 def history_examples(
     index: Index,
-    git_dir: Path,
+    git_dir: Path | None,
     *,
     rev: str = "HEAD",
     before: int | None = None,
     max_examples: int = MAX_EXAMPLES,
     time_limit: float = TIME_LIMIT_S,
     progress: Progress | None = None,
+    commits: Sequence[Commit] | None = None,
 ) -> tuple[list[Example], int, str]:
-    """(examples, questions asked, newest commit asked) from ``git_dir``'s history at ``rev``:
-    commits older than ``before`` (epoch seconds) only, when given."""
-    commits = read_log(git_dir, f"--max-count={SCAN_COMMITS}", rev)
+    """(examples, questions asked, newest commit asked) from ``git_dir``'s history at ``rev``,
+    or from ``commits`` (newest first, as ``git log`` lists them) when given: commits older
+    than ``before`` (epoch seconds) only, when given."""
+    if commits is None:
+        if git_dir is None:
+            raise ValueError("history_examples needs a git folder or the commits")
+        commits = read_log(git_dir, f"--max-count={SCAN_COMMITS}", rev)
     since = {c.sha: i for i, c in enumerate(commits)}
     chosen = qualifying_questions(commits, max_examples, before)[::-1]  # newest first
     prefix = _prefix(index)
@@ -459,13 +481,17 @@ def adapt_index(
     if no_files:
         report.reason = "the index has no BM25 over whole files: run `ragloom index` first"
         feedback = False
-    elif git_dir is None:
-        report.reason = "not a git work tree"
     else:
-        history, report.asked, report.newest_commit = history_examples(
-            index, git_dir, rev=rev, before=before, max_examples=max_examples,
-            time_limit=time_limit, progress=progress,
-        )  # fmt: skip
+        # without the clone (a PostgreSQL node, a copied index), the history the index keeps
+        stored = stored_history(index) if git_dir is None else None
+        if git_dir is None and stored is None:
+            report.reason = "not a git work tree, and the index keeps no commit history"
+        else:
+            report.history_from = "git" if git_dir is not None else "index"
+            history, report.asked, report.newest_commit = history_examples(
+                index, git_dir, rev=rev, before=before, max_examples=max_examples,
+                time_limit=time_limit, progress=progress, commits=stored,
+            )  # fmt: skip
     report.examples = len(history)
     fb: list[Example] = []
     since = _feedback_since(store, base)
@@ -580,7 +606,8 @@ def refresh(
     if store.stamp() is None:
         return None
     git_dir = git_dir_of(index.root)
-    if git_dir is None:
+    stored = stored_history(index) if git_dir is None else None
+    if git_dir is None and stored is None:
         return None
     try:
         old = load_stored(store, default_model())
@@ -588,10 +615,16 @@ def refresh(
         old = None
     newest = str(old.meta.get("newest_commit", "")) if old is not None else ""
     if newest:
-        try:
-            commits = read_log(git_dir, f"{newest}..HEAD")
-        except Exception:  # the commit is gone (a rewritten history): fit again
-            commits = None
+        commits: list[Commit] | None
+        if stored is not None:
+            shas = [c.sha for c in stored]
+            commits = stored[: shas.index(newest)] if newest in shas else None
+        else:
+            assert git_dir is not None
+            try:
+                commits = read_log(git_dir, f"{newest}..HEAD")
+            except Exception:  # the commit is gone (a rewritten history): fit again
+                commits = None
         if (
             commits is not None
             and len(qualifying_questions(commits, min_new)) < min_new

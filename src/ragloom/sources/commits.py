@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ragloom.errors import InputError
-from ragloom.ingest.git import Commit, git_dir_of, read_log, run_git
+from ragloom.ingest.git import Commit, git_dir_of, path_role, read_log, run_git
 from ragloom.sources.base import (
     SourceContext,
     SourceSettings,
@@ -35,6 +35,8 @@ __all__ = [
     "github_web_url",
     "numstat",
     "store_commits",
+    "stored_commit",
+    "stored_commits",
 ]
 
 MAX_DIFF_FILES = 30
@@ -110,6 +112,48 @@ def _item(c: Commit, stat: Mapping[str, tuple[str, str]], web: str | None) -> It
         language="",
         group="",
     )
+
+
+_STATUS_OF = {word: letter for letter, word in _STATUS.items()}
+_AUTHOR_LINE = re.compile(r"^Author: .*<([^<>\n]*)>$", re.MULTILINE)
+
+
+def stored_commit(item: Item) -> Commit | None:
+    """The commit an item of this source was written from (:func:`_item`), read back from its
+    text: the message, the author's email and each change's status. A commit of more than
+    :data:`MAX_DIFF_FILES` files lists the first ones only: its other paths get the status
+    ``?``, and it is None when one of them is a source file (the status that decides whether
+    a source file is a question's answer would be a guess)."""
+    if item.kind != "commit" or item.date is None:
+        return None
+    message, sep, trailer = item.text.rpartition("\n\nAuthor: ")
+    if not sep:
+        return None
+    m = _AUTHOR_LINE.search("Author: " + trailer)
+    email = m.group(1) if m else ""
+    listed: dict[str, str] = {}
+    _, _, files = trailer.partition("\nChanged files (")
+    for line in files.splitlines()[1:]:
+        word, _, rest = line.strip().partition(" ")
+        if word == "type" and rest.startswith("changed "):
+            word, rest = "type changed", rest[len("changed ") :]
+        letter = _STATUS_OF.get(word)
+        if letter is None:
+            continue
+        path = re.sub(r" \(\+\S+ -\S+\)$", "", rest)
+        listed[path] = letter
+    changes = tuple((listed.get(p, "?"), p) for p in item.paths)
+    if any(st == "?" and path_role(p) == "source" for st, p in changes):
+        return None
+    return Commit(item.id, int(item.date), item.author, email, message, changes)
+
+
+def stored_commits(store: BaseItemStore, n: int) -> list[Commit]:
+    """The ``n`` newest commits of a ``commits`` source's store, newest first (what ``git log``
+    of the synced ``HEAD`` lists, read from the index: a machine without the clone, such as a
+    PostgreSQL node, can mine its history questions)."""
+    out = [stored_commit(it) for it in store.newest_items(n)]
+    return [c for c in out if c is not None]
 
 
 def store_commits(

@@ -254,6 +254,20 @@ class BaseItemStore(abc.ABC):
                 return [r for r in ranked if r[1] >= edge]
             k *= 2
 
+    def newest_items(self, n: int) -> list[Item]:
+        """The ``n`` newest items, newest first (ties by rowid, as stored), without their URL,
+        attribution, language and group."""
+        rows = self._select(
+            "id, kind, title, text, date, author, paths", "", (n,),
+            "ORDER BY date DESC NULLS LAST, rowid LIMIT ?",
+        )  # fmt: skip
+        out = []
+        for i, k, t, x, d, a, ps in rows:
+            date = None if d is None else float(d)
+            paths = tuple(json.loads(ps))
+            out.append(Item(str(i), str(k), str(t), str(x), date, author=str(a), paths=paths))
+        return out
+
     def newest(self, column: str = "date") -> float | None:
         """The newest item date (None when empty)."""
         if column != "date":

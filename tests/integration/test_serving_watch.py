@@ -155,8 +155,13 @@ def test_a_postgres_like_target_is_not_watched_and_no_watch_setting(engine: Serv
     assert engine.start_watching() is False  # a closed engine starts nothing
 
 
-def test_after_a_rebuild_the_new_reader_shares_its_vectors(engine: ServingEngine) -> None:
+def test_after_a_rebuild_the_new_reader_shares_its_vectors(
+    engine: ServingEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild from nothing (of a database it could not read) makes a new reader."""
     from ragloom.index.vectors import live_vectors
+
+    monkeypatch.setattr(ragloom.Index, "_rebuildable", lambda self: False)
 
     assert engine.start_watching(debounce_ms=100)
     wait_for(lambda: engine.watch_state()["ready"], "the update at start")

@@ -151,6 +151,20 @@ def test_walk_does_not_follow_a_symlinked_ignore_file(tmp_path: Path) -> None:
     assert res.skipped == {"symlink": 1}
 
 
+def test_walk_passes_over_ignore_lines_git_cannot_read(tmp_path: Path) -> None:
+    """A lone ``!`` or a trailing backslash (black's test data has such ``.gitignore``
+    files): git passes over the line and keeps the others; the walk used to stop on it."""
+    _write(tmp_path, "a.py")
+    _write(tmp_path, "b.log")
+    _write(tmp_path, "sub/c.py")
+    _write(tmp_path, "sub/d.tmp")
+    _write(tmp_path, "sub/.gitignore", "!\n*.tmp\nfoo\\\n")
+    _write(tmp_path, ".ragloomignore", "!\n*.log\n")
+    res = walk(tmp_path)
+    assert _rels(tmp_path) == {"a.py", "sub/c.py", "sub/.gitignore", ".ragloomignore"}
+    assert res.skipped == {"gitignored": 1, "ragloomignored": 1}
+
+
 def test_walk_ignore_file_that_is_a_fifo_does_not_block(tmp_path: Path) -> None:
     _write(tmp_path, "a.py")
     os.mkfifo(tmp_path / ".ragloomignore")

@@ -275,8 +275,12 @@ def update_index(
     verify: Collection[str] | None = None,
     trust_stat: bool = True,
     recent_only: bool = False,
+    rebuild: bool = False,
 ) -> IndexStats:
     """Bring the index in ``index_dir`` up to date with ``root``. Caller holds the write lock.
+    ``rebuild``: every file is read and parsed again and every chunk written anew (the old
+    rows removed first), in the one pending generation, so readers see the old index until it
+    is published.
     ``cache``: the vector cache embeddings are taken from and kept in (None: none).
     ``verify``: as for :func:`scan_tree` (None: hash every file). ``trust_stat``: a file
     written before the previous update's scan began and unchanged in size and time since is
@@ -297,21 +301,24 @@ def update_index(
     # 1. walk and hash, 2. parse
     worker = GraphWorker()
     try:
+        known = store.files()
         parsed, removed = scan_tree(
             root,
             index_dir,
-            store.files(),
+            {} if rebuild else known,
             stats,
             max_file_bytes=max_file_bytes,
             progress=progress,
-            verify=verify,
-            settled_before=_settled_before(store) if trust_stat else None,
+            verify=None if rebuild else verify,
+            settled_before=_settled_before(store) if trust_stat and not rebuild else None,
             graph_worker=worker,
         )
+        if rebuild:
+            removed = sorted(known)
         return _apply_update(
             root, index_dir, store, embedder, stats, parsed, removed, worker, t0, since,
             progress=progress, on_bm25_ready=on_bm25_ready, cache=cache,
-            recent_only=recent_only,
+            recent_only=recent_only, remove_first=rebuild,
         )  # fmt: skip
     finally:
         worker.close()
@@ -333,8 +340,11 @@ def _apply_update(
     on_bm25_ready: Callable[[], None] | None,
     cache: VectorCache | None,
     recent_only: bool,
+    remove_first: bool = False,
 ) -> IndexStats:
-    """Steps 3 to 8 of :func:`update_index` (its docstring and the module's)."""
+    """Steps 3 to 8 of :func:`update_index` (its docstring and the module's);
+    ``remove_first``: the removed files' rows go before the parsed files' are written (a
+    rebuild, which removes every file and writes each one anew)."""
     from ragloom.ingest.chunker import detect_language
 
     scan_started = time.time() - (time.perf_counter() - t0)
@@ -345,6 +355,10 @@ def _apply_update(
     if parsed or removed:
         with store.transaction() as conn:
             pending = store.begin_generation(conn)
+            if remove_first:
+                for path in removed:
+                    stats.chunks_removed += store.remove_file(conn, path, generation=pending)
+                removed = []
             for sf, digest, chunks, graph in parsed:
                 language = detect_language(sf.rel)
                 if graph is not None:

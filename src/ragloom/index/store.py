@@ -102,6 +102,11 @@ class Store(
             self._check_version()
 
     # -- schema -------------------------------------------------------------------------
+    def quick_check(self) -> str:
+        """SQLite's ``PRAGMA quick_check(1)``: ``ok``, or the first problem found."""
+        row = self._db.execute("PRAGMA quick_check(1)").fetchone()
+        return str(row[0]) if row else "no answer"
+
     def schema_version(self) -> int:
         row = self._db.execute("PRAGMA user_version").fetchone()
         return int(row[0])

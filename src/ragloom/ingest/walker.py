@@ -27,6 +27,7 @@ the same way) and ``bad_name`` (a name that is not valid UTF-8: it could not be 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 from collections import Counter
@@ -179,6 +180,8 @@ BINARY_EXTENSIONS = frozenset(
 """Extensions treated as binary without reading the file."""
 
 _SNIFF_BYTES = 8192
+log = logging.getLogger(__name__)
+
 _IGNORE_FILE_MAX_BYTES = 1_000_000
 _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG})
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -256,8 +259,26 @@ def _load_spec(directory: str, name: str) -> pathspec.GitIgnoreSpec | None:
     if isinstance(got, str):
         return None
     lines = got[0].decode("utf-8", errors="replace").splitlines()
-    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    try:
+        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError:
+        # git passes over a line it cannot read (a lone "!", a trailing backslash) and keeps
+        # the others; so does the walk, rather than stopping on one line of one ignore file
+        good = [line for line in lines if _valid_pattern(line)]
+        log.warning(
+            "ignore file lines not understood, passed over",
+            extra={"file": os.path.join(directory, name), "lines": len(lines) - len(good)},
+        )
+        spec = pathspec.GitIgnoreSpec.from_lines(good)
     return spec if len(spec.patterns) else None
+
+
+def _valid_pattern(line: str) -> bool:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except ValueError:
+        return False
+    return True
 
 
 def _within(path: str, folder: str) -> bool:

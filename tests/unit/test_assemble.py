@@ -293,6 +293,38 @@ def test_part_with_unfittable_signature_is_dropped(repo: Path) -> None:
     assert ctx.parts == [] and ctx.text == "" and ctx.stats.truncated
 
 
+def test_flexible_caps_give_one_large_part_rather_than_none(tmp_path: Path) -> None:
+    """A block whose signature alone is over a quarter of a small budget: the derived caps
+    (``for_total``) give way, caps set by hand hold and the left-out block is counted."""
+    (tmp_path / "s.py").write_text(
+        'SPECIAL = "<|endoftext|> and <|fim_prefix|> <|im_start|> and more words to make it long"\n'
+        "def special_tokens_fn():\n    return SPECIAL\n"
+    )
+    hit = make_hit(tmp_path, "s.py", 1, 3, symbol="special_tokens_fn")
+    flexible = TokenBudget.for_total(200)
+    held = TokenBudget(200, flexible.per_file_max, flexible.per_part_max)
+    assert run(tmp_path, [hit], budget=held).parts == []
+    assert run(tmp_path, [hit], budget=held).stats.dropped_for_budget == 1
+    ctx = run(tmp_path, [hit], budget=flexible)
+    assert [p.hit_ids for p in ctx.parts] == [[hit.id]]
+    assert flexible.per_part_max < ctx.parts[0].tokens <= ctx.stats.tokens_total <= 200
+    assert ctx.stats.budget["caps_flexible"] is True
+    # a budget too small for the block still gives nothing
+    assert run(tmp_path, [hit], budget=TokenBudget.for_total(20)).parts == []
+
+
+def test_an_empty_json_context_is_still_json(repo: Path) -> None:
+    """A JSON context without parts is ``{"context": []}`` (it was ``""``, which no JSON
+    reader takes), or ``""`` when even that is over the budget."""
+    hit = make_hit(repo, "util.py", 4, 10, symbol="parse_config")
+    policy = AssemblyPolicy(format="json")
+    ctx = run(repo, [hit], budget=TokenBudget(12, 12, 12), policy=policy)
+    assert ctx.parts == [] and json.loads(ctx.text) == {"context": []}
+    assert ctx.stats.tokens_total == APPROX.count(ctx.text) <= 12
+    assert run(repo, [hit], budget=TokenBudget(2, 2, 2), policy=policy).text == ""
+    assert json.loads(run(repo, [], policy=policy).text) == {"context": []}
+
+
 # --- ordering -----------------------------------------------------------------------------------
 
 

@@ -74,12 +74,16 @@ class TokenBudget:
     ``max_total`` is the whole window given to context; ``reserves`` are named amounts
     (system prompt, answer, ...) subtracted up front, leaving :attr:`available` for the
     rendered context. ``per_part_max`` caps each part, ``per_file_max`` the parts of one file.
+    ``caps_flexible``: when no part fits those caps, the parts may take the whole of
+    :attr:`available` rather than give an empty context (:meth:`for_total`'s derived caps; caps
+    set by hand hold).
     """
 
     max_total: int
     per_file_max: int
     per_part_max: int
     reserves: Mapping[str, int] = field(default_factory=dict)
+    caps_flexible: bool = False
 
     def __post_init__(self) -> None:
         _positive_int("max_total", self.max_total)
@@ -119,7 +123,8 @@ class TokenBudget:
         """Budget of ``total`` tokens with ragloom's default caps.
 
         Per part: ``available // 4``; per file: ``available // 2``; both at least
-        ``min(64, available)`` (see the constants' comments).
+        ``min(64, available)`` (see the constants' comments); flexible (``caps_flexible``): a
+        context of one part larger than them comes back rather than none.
         """
         _positive_int("total", total)
         res = dict(reserves or {})
@@ -129,7 +134,13 @@ class TokenBudget:
         floor = min(PER_PART_FLOOR, available)
         per_part = max(floor, available // PER_PART_FRACTION)
         per_file = max(per_part, available // PER_FILE_FRACTION)
-        return cls(max_total=total, per_file_max=per_file, per_part_max=per_part, reserves=res)
+        return cls(
+            max_total=total,
+            per_file_max=per_file,
+            per_part_max=per_part,
+            reserves=res,
+            caps_flexible=True,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -139,6 +150,7 @@ class TokenBudget:
             "per_part_max": self.per_part_max,
             "reserves": dict(self.reserves),
             "available": self.available,
+            "caps_flexible": self.caps_flexible,
         }
 
 

@@ -14,7 +14,9 @@ Pipeline (ploke-rag-plan.md section 2; tamma phase 6):
 
 Guarantees (tested by property): ``counter.count(result.text) <= budget.available``, every
 part's rendered block ``<= min(per_part_max, per_file_max)``, each file's blocks together
-``<= per_file_max``, and identical inputs give identical parts and text.
+``<= per_file_max``, and identical inputs give identical parts and text. With
+``caps_flexible`` budgets (``TokenBudget.for_total``'s), when no part fits those caps they are
+lifted to ``available`` (a small budget, one long block): one large part rather than none.
 """
 
 from __future__ import annotations
@@ -288,21 +290,24 @@ def assemble_context(
         )
         return render_block(fmt, meta, draft_text(segs, files[path]), policy.include_scores)
 
-    trimmed_any = False
-    candidates: list[tuple[Segment, int]] = []
-    for seg in segments:
-        got = trim_segment(
-            seg,
-            files[seg.path],
-            min(part_cap, budget.available - frame_tokens),
-            lambda s: tc.count(block_of([s])),
-            counter.count_batch,
-        )
-        if got is None:
-            trimmed_any = True
-            continue
-        trimmed_any = trimmed_any or seg.trimmed
-        candidates.append((seg, got))
+    def trimmed(cap: int) -> tuple[list[tuple[Segment, int]], int]:
+        """The segments trimmed to ``cap`` tokens, and how many could not be."""
+        out: list[tuple[Segment, int]] = []
+        for seg in segments:
+            got = trim_segment(
+                seg, files[seg.path], cap, lambda s: tc.count(block_of([s])), counter.count_batch
+            )
+            if got is not None:
+                out.append((seg, got))
+        return out, len(segments) - len(out)
+
+    candidates, too_big = trimmed(min(part_cap, budget.available - frame_tokens))
+    if not candidates and segments and budget.caps_flexible:
+        # No part fits the per-part cap (a quarter of a small budget, or a hit that is one
+        # long block): rather than an empty context, the parts may take the whole budget.
+        part_cap = file_cap = budget.available - frame_tokens
+        candidates, too_big = trimmed(part_cap)
+    trimmed_any = too_big > 0 or any(seg.trimmed for seg, _ in candidates)
     lap("trim")
 
     items = [
@@ -314,7 +319,8 @@ def assemble_context(
         for seg, tok in candidates
     ]
     chosen = greedy_select(items, budget.available - frame_tokens + sep_tokens, file_cap)
-    dropped_for_budget = len(candidates) - len(chosen)
+    # a segment no trim could fit counts as left out for the budget, as one not chosen does
+    dropped_for_budget = len(candidates) - len(chosen) + too_big
     picked = [candidates[i][0] for i in chosen]
     lap("select")
 
@@ -328,6 +334,8 @@ def assemble_context(
         drafts = [drafts[i] for i in order]
         text = render(fmt, [d.block for d in drafts])
         total = tc.count(text)
+        if not drafts and total > budget.available:  # even the empty JSON document
+            text, total = "", 0
         if total <= budget.available or not drafts:
             break
         worst = min(

@@ -126,9 +126,14 @@ def render_block(fmt: Format, meta: BlockMeta, text: str, include_scores: bool) 
     return json.dumps(obj, ensure_ascii=False)
 
 
+EMPTY_JSON = '{"context": []}'
+"""The JSON format's context without parts: still a JSON document."""
+
+
 def render(fmt: Format, blocks: Sequence[str]) -> str:
-    """Whole context from part blocks (``""`` when there are none)."""
+    """Whole context from part blocks; without any, ``""`` (:data:`EMPTY_JSON` in JSON, so a
+    script parsing it never meets an empty string)."""
     if not blocks:
-        return ""
+        return EMPTY_JSON if fmt == "json" else ""
     head, sep, tail = _FRAMES[fmt]
     return head + sep.join(blocks) + tail

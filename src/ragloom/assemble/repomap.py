@@ -51,7 +51,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from ragloom.assemble.tokens import TokenCounter
@@ -248,6 +248,10 @@ class _Builder:
         return text, self.counter.count(text)
 
 
+EMPTY_MAP_JSON = '{"files":[]}'
+"""The JSON map without entries: still a JSON document."""
+
+
 def build_map(
     entries: Iterable[MapEntry],
     file_scores: Mapping[str, float],
@@ -263,8 +267,27 @@ def build_map(
     ``fill=False`` shows only the largest prefix of the score order that fits (see the module
     docstring for what each choice guarantees). ``budget <= 0``, no entries, or a budget too
     small for the first entry with its file header all give an empty map (``text == ""``,
-    ``tokens == 0``). Raises ``ValueError`` for an unknown ``fmt``.
+    ``tokens == 0``; in ``json``, :data:`EMPTY_MAP_JSON` when the budget holds it, so a
+    script parsing the map never meets an empty string). Raises ``ValueError`` for an
+    unknown ``fmt``.
     """
+    got = _build_map(entries, file_scores, budget, counter, fmt=fmt, fill=fill)
+    if fmt == "json" and not got.text:
+        tokens = counter.count(EMPTY_MAP_JSON)
+        if tokens <= budget:
+            return replace(got, text=EMPTY_MAP_JSON, tokens=tokens)
+    return got
+
+
+def _build_map(
+    entries: Iterable[MapEntry],
+    file_scores: Mapping[str, float],
+    budget: int,
+    counter: TokenCounter,
+    *,
+    fmt: MapFormat,
+    fill: bool,
+) -> RepoMap:
     if fmt not in MAP_FORMATS:
         raise ValueError(f"unknown map format {fmt!r}; expected one of {', '.join(MAP_FORMATS)}")
     items = list(entries)

@@ -80,6 +80,7 @@ def structure_budget(budget: TokenBudget, mode: StructureMode) -> TokenBudget:
         per_file_max=budget.per_file_max,
         per_part_max=budget.per_part_max,
         reserves=reserves,
+        caps_flexible=budget.caps_flexible,
     )
 
 

@@ -402,6 +402,10 @@ class Index:
         for this update's new rows only (a watcher's batch; :func:`update_index`)."""
         if not self.root.is_dir():
             raise InputError(f"not a directory: {self.root}")
+        if (self.root / DB_NAME).is_file() and (self.root / "manifest.json").is_file():
+            raise InputError(
+                f"{self.root} is a ragloom index folder; index the repository it belongs to"
+            )
         try:
             self.index_dir.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError) as exc:

@@ -186,3 +186,25 @@ def test_vectors_rebuilt_when_the_embedding_key_changes(tmp_path: Path) -> None:
         st = idx.status(freshness=False)
         assert st.vectors_ready and st.vectors == st.chunks
     assert json.loads(state.read_text())["key"].endswith("+ctx1")
+
+
+def test_bad_arguments_are_usage_errors_and_an_index_folder_is_not_indexed(tmp_path: Path) -> None:
+    """From a new user's trial: ``--max-file-bytes -1`` emptied the index quietly, graph
+    options out of range exited 3 (a path not found), and indexing the index folder made
+    ``.ragloom/.ragloom``."""
+    root = copy_stdlib_packages(tmp_path / "r", ["textwrap"])
+    assert run_cli("index", str(root), "--model", "hashing").returncode == 0
+    proc = run_cli("index", str(root), "--max-file-bytes", "-1")
+    assert proc.returncode == 2 and "--max-file-bytes" in proc.stderr
+    for args in (
+        ["refs", "wrap", "--min-confidence", "2"],
+        ["refs", "wrap", "--limit", "-1"],
+        ["defs", " "],
+    ):
+        proc = run_cli(*args, cwd=root)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+    proc = run_cli("index", str(root / ".ragloom"))
+    assert proc.returncode == 3 and "index folder" in proc.stderr
+    assert not (root / ".ragloom" / ".ragloom").exists()
+    assert run_cli("search", "wrap text", cwd=root).returncode == 0

@@ -20,11 +20,15 @@ __all__ = ["callees_cmd", "callers_cmd", "defs_cmd", "map_cmd", "refs_cmd"]
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")(fn)
     fn = click.option(
-        "--limit", type=int, default=200, show_default=True, help="Most rows to print."
+        "--limit",
+        type=click.IntRange(min=1),
+        default=200,
+        show_default=True,
+        help="Most rows to print.",
     )(fn)
     fn = click.option(
         "--min-confidence",
-        type=float,
+        type=click.FloatRange(0.0, 1.0),
         default=DEFAULT_MIN_CONFIDENCE,
         show_default=True,
         help="Leave out references resolved with less confidence (1.0: by scope or import; "
@@ -35,7 +39,15 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
     )(fn)
     fn = backend_options(fn)
-    return click.argument("symbol")(fn)
+    return click.argument("symbol", callback=_non_empty)(fn)
+
+
+def _non_empty(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not value.strip():
+        raise click.BadParameter(
+            "a symbol is required (a name, Class.method, a chunk id or path:line)"
+        )
+    return value
 
 
 def _run(

@@ -28,7 +28,12 @@ __all__ = ["index_cmd", "status_cmd"]
 )
 @click.option("--rebuild", is_flag=True, help="Discard the existing index and build from scratch.")
 @click.option("--no-embed", is_flag=True, help="Parse and BM25 only; embed on a later run.")
-@click.option("--max-file-bytes", type=int, default=None, help="Skip files above this size.")
+@click.option(
+    "--max-file-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Skip files above this size (bytes).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print statistics as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
 @click.option(

@@ -38,7 +38,12 @@ __all__ = ["watch_cmd"]
     show_default=True,
     help="Quiet seconds between checks for changes no event reported (0: never).",
 )
-@click.option("--max-file-bytes", type=int, default=None, help="Skip files above this size.")
+@click.option(
+    "--max-file-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Skip files above this size (bytes).",
+)
 @click.option(
     "--no-history",
     is_flag=True,

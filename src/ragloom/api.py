@@ -157,6 +157,34 @@ def _dir_size(path: Path) -> int:
     return total
 
 
+def _declaration_lines(sig: str) -> str:
+    """A Python signature from its ``def``/``class`` line on (decorators left out), or as it
+    is when it has none."""
+    lines = sig.splitlines()
+    at = next(
+        (
+            i
+            for i, ln in enumerate(lines)
+            if ln.lstrip().startswith(("def ", "async def ", "class "))
+        ),
+        0,
+    )
+    return "\n".join(lines[at:])
+
+
+def _second_part_signature(store: Store | PostgresBackend, chunk_id: str, kind: str) -> str | None:
+    """The signature of the second part of the split Python symbol ``chunk_id`` (None when it
+    was not split)."""
+    from ragloom.assemble.signature import signature
+    from ragloom.ingest.chunker import part_id
+
+    row = store.chunks_by_ids([part_id(chunk_id, 2)]).get(part_id(chunk_id, 2))
+    if row is None:
+        return None
+    text = store.texts_by_rowids([row.rowid]).get(row.rowid)
+    return signature(text, "python", kind, doc=False) if text else None
+
+
 class Index:
     """An index of one repository root, stored in ``index_dir``."""
 
@@ -337,16 +365,10 @@ class Index:
                 continue
             sig = signature(text, d.language, d.kind, doc=False)
             if d.language == "python":  # decorators cost a map more than they tell
-                lines = sig.splitlines()
-                at = next(
-                    (
-                        i
-                        for i, ln in enumerate(lines)
-                        if ln.lstrip().startswith(("def ", "async def ", "class "))
-                    ),
-                    0,
-                )
-                sig = "\n".join(lines[at:])
+                sig = _declaration_lines(sig)
+                if sig.startswith("@"):
+                    # decorators longer than a chunk: the def is in the symbol's second part
+                    sig = _declaration_lines(_second_part_signature(store, d.id, d.kind) or sig)
             if sig.strip():
                 entries.append(
                     MapEntry(d.path, d.symbol, d.kind, d.start_line, sig, float(rank_of[i]))

@@ -132,3 +132,18 @@ def test_nothing_related_leaves_no_budget_unused(tmp_path: Path) -> None:
     with_structure = idx.get_context("how are headers parsed", budget=300, structure="bodies")
     assert with_structure.structure is not None and with_structure.structure["related"] == 0
     assert with_structure.text == plain.text  # the held-back share went to the main parts
+
+
+def test_the_map_shows_the_def_of_a_command_whose_decorators_fill_a_chunk(tmp_path: Path) -> None:
+    """black's ``main``: its click options fill the symbol's first part, so the map showed
+    ``@click.command(``; it shows the ``def`` from the second part."""
+    opts = "\n".join(f'@click.option("--opt{i}", help="{"x" * 150}")' for i in range(60))
+    body = "\n".join(f"    value_{i} = opt{i}" for i in range(40))
+    (tmp_path / "cli.py").write_text(
+        f"import click\n\n\n@click.command()\n{opts}\ndef main(opt0: str) -> None:\n{body}\n"
+    )
+    with ragloom.open(tmp_path, embedder="hashing:64") as idx:
+        idx.index(history=False)
+        m = idx.repo_map(None, budget=400)
+    mains = [e for f in m["files"] for e in f["entries"] if e["symbol"] == "main"]
+    assert mains and mains[0]["signature"].startswith("def main(opt0: str) -> None:")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragloom.assemble.signature import SIGNATURE_LANGUAGES, signature
+from ragloom.assemble.signature import MAX_HEADER_CHARS, SIGNATURE_LANGUAGES, signature
 from ragloom.ingest.chunker import MAX_CHUNK_BYTES, chunk_file, part_label
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "langs"
@@ -359,3 +359,22 @@ def test_never_raises_and_is_tidy(text: str, language: str, kind: str) -> None:
     assert sig == signature(text, language, kind)
     assert sig == sig.strip() or sig.endswith('"""')
     assert all(line.strip() for line in sig.split("\n")) or not sig
+
+
+def test_python_decorators_over_the_limit_give_the_declaration() -> None:
+    """A click command whose options run past ``MAX_HEADER_CHARS`` (black's ``main``): the
+    map showed the first decorator line, ``@click.command(``; it shows the ``def``."""
+    opts = "\n".join(f'@click.option("--opt{i}", help="{"x" * 120}")' for i in range(40))
+    text = (
+        f"@click.command(\n    context_settings=dict(),\n)\n{opts}\n"
+        'async def main(\n    ctx: int,\n) -> None:\n    """The formatter."""\n    pass\n'
+    )
+    assert len(text) > MAX_HEADER_CHARS
+    assert signature(text, "python", "function") == (
+        'async def main(\n    ctx: int,\n) -> None:\n    """The formatter."""'
+    )
+    # a class the same way; under the limit the decorators stay
+    assert signature(text.replace("async def main(", "class Main(", 1), "python", "class") == (
+        'class Main(\n    ctx: int,\n) -> None:\n    """The formatter."""'
+    )
+    assert signature("@dec\ndef f(x):\n    return x\n", "python", "function") == "@dec\ndef f(x):"

@@ -33,7 +33,8 @@ indentation: the chunk text starts at the declaration, so its first line carries
 indentation is recovered from the header's other top-level lines, the closing ``}``/``end``
 or the first body line. Module remainders, markdown sections, text windows, other languages,
 and headers the lexer cannot close within :data:`MAX_HEADER_CHARS` get the first non-blank,
-non-comment line.
+non-comment line; a Python header whose decorators alone run past the limit (a click command
+with dozens of options) is read from its ``def``/``class`` line instead, without them.
 
 Not handled (the header then ends early or late, never with an error): JavaScript regex
 literals, nested Rust block comments, C++ raw strings, Ruby heredocs and ``%w[]`` literals in
@@ -171,6 +172,13 @@ def signature(text: str, language: str, kind: str, *, doc: bool = True) -> str:
         found = _scan_ruby(text, start)
     else:
         found = _scan_braces(text, start, family, kind)
+    if found is None and family == "python" and text.startswith("@", start):
+        # decorators longer than the limit (a click command's options): the declaration
+        # itself is what a reader needs, so the header is read from its def or class line
+        m = _PY_DECLARATION.search(text, start)
+        found = _scan_python(text, m.start(1)) if m is not None else None
+        if m is not None and found is not None:
+            start = m.start(1)
     if found is None:
         return _line_at(text, start)
     end, cuts, top_lines = found
@@ -185,6 +193,9 @@ def signature(text: str, language: str, kind: str, *, doc: bool = True) -> str:
             head += " { ... } " + " ".join(m.group(1).split())
     return head
 
+
+_PY_DECLARATION: Final = re.compile(r"^[ \t]*((?:async[ \t]+)?(?:def|class)[ \t]+\w)", re.MULTILINE)
+"""The line of a Python ``def``/``class`` (for a header whose decorators are over the limit)."""
 
 _Found = tuple[int, list[tuple[int, int]], list[int]]
 """(end of the header, top-level comment spans to cut, starts of the header's top-level lines)."""

@@ -63,7 +63,9 @@ class GraphWorker:
             # forkserver: a fork of a process with threads (a server, a watcher) may inherit
             # a held lock; the fork server is a fresh single-threaded process
             ctx = multiprocessing.get_context("forkserver")
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+            self._pool = ProcessPoolExecutor(
+                max_workers=1, mp_context=ctx, initializer=_ignore_interrupts
+            )
             self.active = True
         except (OSError, ValueError) as exc:  # no forkserver here, no processes allowed
             log.info("graph worker not started: %s", exc)
@@ -139,3 +141,12 @@ def backfill_records(
             progress("graph", i, len(todo))
     progress("graph", len(todo), len(todo))
     return out
+
+
+def _ignore_interrupts() -> None:
+    """In the worker: a Ctrl-C reaches the whole process group; the indexer stops its worker
+    itself, and the worker's own KeyboardInterrupt only printed a traceback after the
+    command had exited."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

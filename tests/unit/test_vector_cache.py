@@ -83,3 +83,24 @@ def test_where_it_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "not-a-dir" / "x.sqlite"))
     (tmp_path / "not-a-dir").write_text("a file where the folder should be")
     assert open_default_cache() is None  # unusable: indexing goes on without it
+
+
+def test_cache_commands_do_not_create_a_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cache stats`` (and ``prune``, ``clear``) on a cache that does not exist report it
+    empty; they used to create its folder and database."""
+    import json
+
+    from click.testing import CliRunner
+
+    from ragloom.cli import cli
+
+    where = tmp_path / "nowhere" / "dir" / "x.sqlite"
+    monkeypatch.setenv(CACHE_ENV, str(where))
+    for args in (["stats"], ["prune"], ["clear"]):
+        res = CliRunner().invoke(cli, ["cache", *args, "--json"])
+        assert res.exit_code == 0, res.output
+        got = json.loads(res.output)
+        assert got["path"] == str(where) and got["entries"] == 0
+    assert not (tmp_path / "nowhere").exists()

@@ -27,7 +27,13 @@ def _open() -> VectorCache:
 
 
 def _run(op: Callable[[VectorCache], int]) -> tuple[int, dict[str, object]]:
-    """``op`` on the opened cache (what it removed) and the statistics after it."""
+    """``op`` on the opened cache (what it removed) and the statistics after it; a cache
+    that does not exist yet is reported empty, not created (the first index creates it)."""
+    from ragloom.embed.cache import _max_bytes, default_cache_path
+
+    path = default_cache_path()
+    if path is not None and not path.exists():
+        return 0, {"path": str(path), "entries": 0, "bytes": 0, "max_bytes": _max_bytes()}
     cache = _open()
     try:
         return op(cache), cache.stats()

@@ -810,6 +810,29 @@ class Index:
         """Files on disk that differ from the index: changed, added, removed."""
         return _stale_files(self.root, self.index_dir, self._reader_store().files())
 
+    def changed_since_indexed(self, paths: Collection[str]) -> set[str]:
+        """Those of ``paths`` (indexed, relative to the root) whose file now differs from its
+        indexed version, or is gone: a hit's lines there may have moved. A ``stat`` each, and
+        a read only where size or time changed; empty without a checkout here."""
+        if not paths or not self.has_checkout():
+            return set()
+        known = self._graph_store().files()
+        out: set[str] = set()
+        for rel in sorted(set(paths)):
+            old = known.get(rel)
+            if old is None:
+                continue
+            try:
+                st = (self.root / rel).stat()
+                if st.st_size == old.size and st.st_mtime == old.mtime:
+                    continue
+                if file_hash((self.root / rel).read_bytes()) == old.hash:
+                    continue
+            except OSError:
+                pass  # gone or unreadable: its lines cannot be trusted either
+            out.add(rel)
+        return out
+
     def close(self) -> None:
         if self._store is not None:
             self._store.close()

@@ -208,3 +208,23 @@ def test_bad_arguments_are_usage_errors_and_an_index_folder_is_not_indexed(tmp_p
     assert proc.returncode == 3 and "index folder" in proc.stderr
     assert not (root / ".ragloom" / ".ragloom").exists()
     assert run_cli("search", "wrap text", cwd=root).returncode == 0
+
+
+def test_search_says_which_hits_are_in_files_changed_since_indexing(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "a.py").write_text("def alpha_fn():\n    return 1\n\n\ndef beta_fn():\n    return 2\n")
+    (root / "b.py").write_text("def gamma_fn():\n    return 3\n")
+    assert run_cli("index", str(root), "--model", "hashing").returncode == 0
+    fresh = run_cli("search", "beta_fn gamma_fn", "--json", cwd=root)
+    assert fresh.returncode == 0 and "changed since indexing" not in fresh.stderr
+    assert {h["stale"] for h in json.loads(fresh.stdout)} == {False}
+    (root / "a.py").write_text("# two new\n# lines\n" + (root / "a.py").read_text())
+    got = run_cli("search", "beta_fn gamma_fn", "--json", cwd=root)
+    stale = {h["path"]: h["stale"] for h in json.loads(got.stdout)}
+    assert stale == {"a.py": True, "b.py": False}
+    assert "1 of the hits' files changed since indexing" in got.stderr
+    # touched but the same bytes: not stale
+    (root / "b.py").write_text((root / "b.py").read_text())
+    again = run_cli("search", "gamma_fn", "--json", cwd=root)
+    assert all(not h["stale"] for h in json.loads(again.stdout) if h["path"] == "b.py")

@@ -94,12 +94,22 @@ def search_cmd(
     result = idx.search(query, top_k=top_k, strategy=strategy, explain=explain)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
+    changed = idx.changed_since_indexed({h.path for h in result.hits})
+    if changed:
+        shown = ", ".join(sorted(changed)[:5]) + (", ..." if len(changed) > 5 else "")
+        click.echo(
+            f"note: {len(changed)} of the hits' files changed since indexing, so their lines "
+            f"may have moved ({shown}); `ragloom index` brings them up to date",
+            err=True,
+        )
     if as_json:
         # every hit names the index generation the whole answer comes from
         gen = result.generation
         qid = log_answer(idx, "search", query, result.strategy, gen, _ids(result.hits))
         extra = {"generation": gen} if qid is None else {"generation": gen, "query_id": qid}
-        echo_json([{**_hit_json(h, explain), **extra} for h in result.hits])
+        echo_json(
+            [{**_hit_json(h, explain), **extra, "stale": h.path in changed} for h in result.hits]
+        )
         return
     if explain:
         click.echo(f"query: {json.dumps(result.query, sort_keys=True)}")
@@ -112,6 +122,7 @@ def search_cmd(
             f"{i:>2}. {h.path}:{h.start_line}-{h.end_line}  {h.kind} "
             f"{part_label(h.id, h.text) or h.symbol}  "
             f"score={h.score:.4f}  {ranks}"
+            + ("  (file changed since indexing)" if h.path in changed else "")
         )
         if explain:
             for m, s in sorted(h.scores.items()):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -415,3 +416,46 @@ async def _http_session(url: str) -> None:
         assert bad.is_error and "top_k" in text_of(bad)
         status = structured(await client.call_tool("index_status", {}))
         assert status["chunks"] > 20
+
+
+def test_a_line_that_is_not_a_message_gets_a_json_rpc_error(repo: Path) -> None:
+    """Over stdio, a line that is not JSON gets -32700 and one that is JSON but no JSON-RPC
+    message -32600, each with ``id`` null, and the session goes on (the SDK's transport only
+    logged them, so the client waited for ever)."""
+    proc = subprocess.Popen(
+        serve_argv(repo, "--no-watch"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **_env()},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+
+        def send(line: str) -> dict[str, Any]:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(line.encode() + b"\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], 30)
+            assert ready, f"no answer to {line!r}"
+            answer: dict[str, Any] = json.loads(proc.stdout.readline())
+            return answer
+
+        init = {"protocolVersion": "2025-03-26", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
+        first = send(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        )
+        assert first["id"] == 1 and "result" in first
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        assert send("{this is not json") == {
+            "jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}
+        }  # fmt: skip
+        assert send('{"neither": "a request"}')["error"]["code"] == -32600
+        tools = send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        assert tools["id"] == 2 and {t["name"] for t in tools["result"]["tools"]} == TOOLS
+    finally:
+        proc.stdin.close()
+        code = proc.wait(timeout=30)
+        proc.stdout.close()
+    assert code == 0

@@ -310,7 +310,9 @@ def run_mcp(
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main else None
     try:
         if transport == "stdio":
-            server.run("stdio")
+            import anyio
+
+            anyio.run(_run_stdio, server)
         else:
             _serve_http(server, engine, host, port)
     except KeyboardInterrupt:
@@ -318,6 +320,50 @@ def run_mcp(
     finally:
         if main:
             signal.signal(signal.SIGTERM, previous)
+
+
+async def _run_stdio(server: MCPServer[Any]) -> None:
+    """``server.run("stdio")``, except that a line that is not a JSON-RPC message gets the
+    error JSON-RPC asks for (-32700 parse error, -32600 invalid request, ``id`` null) instead
+    of nothing: the SDK's transport passes it on as an exception, which its session only
+    logs, and a client waiting on that line waited for ever."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+    from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+    from pydantic import ValidationError
+
+    low = server._lowlevel_server  # what MCPServer.run_stdio_async runs, the same way
+    async with stdio_server() as (read, write):
+        inbox_send, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def sift() -> None:
+            async with inbox_send:
+                async for item in read:
+                    if not isinstance(item, Exception):
+                        await inbox_send.send(item)
+                        continue
+                    parse = isinstance(item, ValidationError) and any(
+                        e.get("type") == "json_invalid" for e in item.errors()
+                    )
+                    code, text = (
+                        (PARSE_ERROR, "Parse error")
+                        if parse
+                        else (INVALID_REQUEST, "Invalid Request")
+                    )
+                    log.info("MCP: answered a line that is not a message", extra={"code": code})
+                    await write.send(
+                        SessionMessage(
+                            JSONRPCError(
+                                jsonrpc="2.0", id=None, error=ErrorData(code=code, message=text)
+                            )
+                        )
+                    )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sift)
+            await low.run(inbox, write, low.create_initialization_options())
+            tg.cancel_scope.cancel()
 
 
 def _serve_http(server: MCPServer[Any], engine: ServingEngine, host: str, port: int) -> None:

@@ -243,3 +243,34 @@ def test_name_finds_the_definition_part_first_with_embeddings(
         hits = [h for h in hits if h.symbol == symbol]
     first = hits[0]
     assert (first.path, first.symbol, first.start_line) == (path, symbol, def_line), strategy
+
+
+def test_a_hit_in_a_minified_line_comes_back_in_a_window(tmp_path: Path) -> None:
+    """A 400 kB one-line bundle: search found the function, but context is cut at line
+    boundaries, so the line fitted no budget and every context came back empty. The line is
+    now shown as a window around the hit; other files' lines are left whole."""
+    from ragloom.assemble.snippets import LONG_LINE_CHARS
+
+    root = tmp_path / "web"
+    root.mkdir()
+    (root / "real.min.js").write_text(
+        ";".join(
+            f"function minfn{i}(a,b){{var minvar{i}=a*{i}+b;return minvar{i}}}" for i in range(6000)
+        )
+    )
+    (root / "app.py").write_text("def use_bundle():\n    return 'minvar4500'\n")
+    with ragloom.open(root, embedder="hashing:64") as idx:
+        idx.index(history=False)
+        assert "minfn4500" in [h.symbol for h in idx.search("minvar4500", top_k=3).hits]
+        for budget in (2000, 8000):
+            ctx = idx.get_context("minvar4500", budget=budget, top_k=5)
+            bundle = [p for p in ctx.parts if p.file_path == "real.min.js"]
+            assert bundle, budget
+            assert "minvar4500=a*4500+b" in bundle[0].text
+            assert "characters] ..." in bundle[0].text
+            assert len(bundle[0].text) < 2 * LONG_LINE_CHARS
+            assert ctx.stats.tokens_total <= budget
+        app = [
+            p for p in idx.get_context("use_bundle", budget=8000).parts if p.file_path == "app.py"
+        ]
+        assert app and "characters]" not in app[0].text

@@ -305,7 +305,46 @@ def fetch_snippets(
         report.stale_reresolved += 1
         end = _remainder_end(hit.kind, chunk.start_line, chunk.end_line, chunk.text, lines)
         out.append(Snippet(hit, chunk.start_line, end, text_hash(chunk.text), True))
+    _window_long_lines(out, files)
     return out, files, report
+
+
+LONG_LINE_CHARS = 1000
+"""A line longer than this (minified code, a data blob on one line) is shown as a window of
+this many characters around where the file's best hit starts in it: context is cut at line
+boundaries, so a 250 kB line fitted no budget at all, and every hit in it was left out."""
+
+
+def _window_long_lines(snippets: Sequence[Snippet], files: dict[str, list[str]]) -> None:
+    """Replace each over-long line of the hits' files (in ``files``, a copy: the file cache's
+    lists stay as read) by its window around the best hit that covers it."""
+    from ragloom.ingest.chunker import part_label
+
+    for path, lines in list(files.items()):
+        long = [i for i, line in enumerate(lines) if len(line) > LONG_LINE_CHARS]
+        if not long:
+            continue
+        shown = list(lines)
+        for i in long:
+            line, at = lines[i], 0
+            for sn in snippets:  # best first
+                if sn.hit.path != path or not sn.start_line <= i + 1 <= sn.end_line:
+                    continue
+                text = sn.hit.text
+                if part_label(sn.hit.id, text) is not None:  # "# Foo (part 3 of 9)" first
+                    text = text.partition("\n")[2]
+                probe = text.strip()[:64]
+                found = line.find(probe) if probe else -1
+                if found >= 0:
+                    at = found
+                    break
+            start = max(0, at - LONG_LINE_CHARS // 8)
+            end = min(len(line), start + LONG_LINE_CHARS)
+            start = max(0, end - LONG_LINE_CHARS)
+            head = f"... [{start} characters] " if start else ""
+            tail = f" [{len(line) - end} characters] ..." if end < len(line) else ""
+            shown[i] = head + line[start:end] + tail
+        files[path] = shown
 
 
 def _remainder_end(kind: str, start: int, end: int, text: str, lines: list[str]) -> int:

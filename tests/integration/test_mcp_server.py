@@ -459,3 +459,36 @@ def test_a_line_that_is_not_a_message_gets_a_json_rpc_error(repo: Path) -> None:
         code = proc.wait(timeout=30)
         proc.stdout.close()
     assert code == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_stdio_server_while_its_input_is_open(repo: Path, sig: int) -> None:
+    """Ctrl-C or SIGTERM end the stdio server at once, its query log flushed, even while
+    the client keeps its input open (both hung: the SDK's reader thread waits on stdin, and
+    asyncio waited for it)."""
+    proc = subprocess.Popen(
+        serve_argv(repo, "--no-watch"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **_env()},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    init = {"protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
+    proc.stdin.write(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}).encode()
+        + b"\n"
+    )
+    proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    assert ready and json.loads(proc.stdout.readline())["id"] == 1
+    proc.send_signal(sig)
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _, err = proc.communicate()
+    assert code == 0 and b"Traceback" not in err, (code, err.decode(errors="replace")[-2000:])

@@ -10,6 +10,8 @@ A missing index is the usual one ``error:`` line and exit code, before anything 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -375,9 +377,17 @@ def serve_mcp_cmd(
         if loaded.settings.server.reload
         else None
     )
+    stdio = transport != "http"
+    signalled = False
     try:
-        run_mcp(engine, transport="http" if transport == "http" else "stdio", host=host, port=port)
+        signalled = run_mcp(engine, transport="stdio" if stdio else "http", host=host, port=port)
     finally:
         if watcher is not None:
             watcher.stop()
         engine.close()
+    if stdio and signalled:
+        # the SDK's reader thread may still wait on the client's open input, and the
+        # interpreter would wait for it at exit: SIGTERM with the input open hung for ever
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

@@ -289,10 +289,12 @@ def run_mcp(
     transport: Literal["stdio", "http"] = "stdio",
     host: str = "127.0.0.1",
     port: int = DEFAULT_MCP_PORT,
-) -> None:
+) -> bool:
     """Serve ``engine`` over MCP until the client disconnects (stdio: end of input), or
     SIGINT / SIGTERM; then return, so the caller closes the engine (its query log is flushed
-    there). Logs go to stderr; on stdio, stdout carries only the protocol.
+    there). Logs go to stderr; on stdio, stdout carries only the protocol. Returns True when
+    a signal stopped it: on stdio a thread may still be blocked reading the client's input,
+    and the process then ends only when that input closes, unless the caller exits at once.
 
     HTTP: streamable HTTP at ``http://HOST:PORT/mcp`` (port 0 picks a free one); the URL is
     printed on stderr. When a bearer token is configured (``settings.server.api_token`` or
@@ -307,7 +309,15 @@ def run_mcp(
     # SIGTERM (what MCP clients send after closing stdin, and what service managers send)
     # ends the server like Ctrl-C: the event loop unwinds and this function returns.
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main else None
+    # Both raise KeyboardInterrupt where the loop is. With Python's own SIGINT handler in
+    # place, asyncio would instead cancel the server's tasks and wait for them, and the task
+    # reading stdin waits in a thread that cannot be cancelled: Ctrl-C hung while the
+    # client's input stayed open.
+    previous = (
+        {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+        if main
+        else {}
+    )
     try:
         if transport == "stdio":
             import anyio
@@ -317,9 +327,15 @@ def run_mcp(
             _serve_http(server, engine, host, port)
     except KeyboardInterrupt:
         log.info("MCP server stopped by a signal")
+        return True
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return False
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 async def _run_stdio(server: MCPServer[Any]) -> None:

@@ -23,6 +23,7 @@ from ragloom.embed.cache import open_default_cache
 from ragloom.embed.document import embedding_key
 from ragloom.errors import (
     DbError,
+    IncompatibleIndexError,
     IndexNotFoundError,
     InputError,
     RagError,
@@ -413,8 +414,14 @@ class Index:
         history: bool = True,
         verify: Collection[str] | None = None,
         recent_only: bool = False,
+        keep_model: bool = False,
     ) -> IndexStats:
         """Build the index or bring it up to date (only changed files are re-parsed).
+
+        ``keep_model`` (a watcher's batch): an index now embedded with another model than
+        this writer's (another process re-indexed it with ``--model``) is refused with
+        :class:`IncompatibleIndexError` and left as it is, instead of being switched back to
+        this writer's model (which deleted the other model's vectors).
 
         With ``history`` (the default) and a root inside a git work tree, the commit history is
         synced too (incrementally): the ``history`` ranking step reads it. ``verify`` (paths
@@ -461,6 +468,12 @@ class Index:
             model_changed = old is not None and (
                 old.embedding_model != embedder.model_id or old.embedding_dim != dim
             )
+            if model_changed and keep_model and old is not None:
+                raise IncompatibleIndexError(
+                    f"the index is now embedded with {old.embedding_model} "
+                    f"({old.embedding_dim}-d), not this writer's {embedder.model_id} ({dim}-d): "
+                    "another process re-indexed it with another model; nothing was changed"
+                )
             if model_changed:
                 import shutil
 
@@ -991,6 +1004,7 @@ class PostgresIndex(Index):
         history: bool = True,
         verify: Collection[str] | None = None,
         recent_only: bool = False,
+        keep_model: bool = False,
     ) -> IndexStats:
         """Build or update the repository in the database (one transaction per generation;
         ``rebuild`` re-parses every file and replaces every chunk in that one transaction).
@@ -1013,6 +1027,13 @@ class PostgresIndex(Index):
         else:
             embedder = emb_arg
             spec = getattr(emb_arg, "spec", embedder.model_id)
+        if keep_model and info.embedding_model and (
+            info.embedding_model != embedder.model_id or info.embedding_dim != embedder.dim
+        ):
+            raise IncompatibleIndexError(
+                f"the repository is now embedded with {info.embedding_model}, not this "
+                f"writer's {embedder.model_id}: nothing was changed"
+            )
         model_changed = backend.set_repository(
             root=str(self.root),
             embedding_key=embedding_key(embedder.model_id),

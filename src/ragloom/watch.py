@@ -453,6 +453,10 @@ class Watcher:
                     # an event batch scopes the embedding checks to its rows; the update at
                     # start and the rescans check the whole store
                     recent_only=trigger == "events",
+                    # after the update at start (which applies a `--model` asked for),
+                    # another process may re-index with another model: never switch it back
+                    # (that deleted the other model's vectors)
+                    keep_model=trigger != "start",
                 )
             except IndexLockedError as exc:
                 if not told:

@@ -197,3 +197,24 @@ def test_a_graph_in_use_is_built_again_after_a_batch(engine: ServingEngine) -> N
     callers = engine.graph("callers", "original_helper")["callers"]
     assert [c["symbol"] for c in callers] == ["uses_it"]
     engine.stop_watching()
+
+
+def test_a_model_switch_by_another_process_is_not_undone(engine: ServingEngine) -> None:
+    """``ragloom index --model OTHER`` while a watching server runs: the server's next batch
+    used to switch the index back to its own model (deleting the new vectors), and its save
+    at close wrote its old vectors over the new ones; the index was left with none. Now the
+    batch is refused, the save is skipped, and the index keeps the new model whole."""
+    assert engine.start_watching(debounce_ms=100)
+    wait_for(lambda: engine.watch_state()["ready"], "the update at start")
+    other = HashingEmbedder(128)
+    with ragloom.Index(engine.root, engine.index_dir, embedder=other) as idx:
+        switched = idx.index(history=False)
+    assert switched.model_changed
+    (engine.root / "pkg" / "mod.py").write_text("def original_helper(x):\n    return x + 2\n")
+    wait_for(lambda: engine.watch_state()["error"] is not None, "the refused batch")
+    assert "embedded with" in str(engine.watch_state()["error"])
+    engine.close()
+    with ragloom.Index(engine.root, engine.index_dir) as idx:
+        st = idx.status(freshness=False)
+        assert st.model == other.model_id and st.vectors == st.chunks > 0
+        assert idx.search("original_helper", top_k=3, strategy="dense").hits

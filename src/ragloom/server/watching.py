@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ragloom.embed.base import Embedder
-from ragloom.errors import DbError, IndexLockedError
+from ragloom.errors import IndexLockedError, RagError
 from ragloom.index.lock import WriteLock
 from ragloom.index.vectors import HnswVectors, persist_live, share_live, unshare_live
 from ragloom.server.readers import _ReadersMixin
@@ -128,10 +128,25 @@ class _WatchingMixin(_ReadersMixin):
         another process holds it, its update writes a complete file itself)."""
         try:
             with WriteLock(self.index_dir):
+                model = self._doc_embedder
+                manifest = self.target.manifest()
+                if model is not None and (
+                    manifest.embedding_model != model.model_id
+                    or manifest.embedding_dim != model.dim
+                ):
+                    # another process re-embedded the index with another model since this
+                    # engine loaded it: its vectors on disk are that model's, keep them
+                    log.warning(
+                        "vector index not saved: the index is now embedded with %s, this "
+                        "server's model is %s (restart the server to serve the new one)",
+                        manifest.embedding_model,
+                        model.model_id,
+                    )
+                    return
                 persist_live(self.index_dir / "vectors")
         except IndexLockedError:
             log.info("vector index not saved now: another update holds the lock")
-        except (OSError, DbError) as exc:
+        except (OSError, RagError) as exc:
             log.warning("could not save the vector index: %s", exc)
 
     def watch_state(self) -> dict[str, Any]:

@@ -393,3 +393,18 @@ def test_read_pool_answers_concurrent_queries_like_one_connection(tree: tuple[Pa
     assert not errors, errors[0]
     assert got == expected
     assert row is not None and 1 <= row[0] <= 3
+
+
+def test_an_answer_is_rated_at_once_through_another_server(tree: tuple[Path, str]) -> None:
+    """Two servers of one worker each on the database: the answer one gave is rated through
+    the other straight away (it answered "unknown query_id" until the first server's query
+    log, gathered up to 50 ms late, reached the database)."""
+    root, dsn = tree
+    with (
+        ServingEngine.open_postgres(dsn, REPO_NAME, root) as a,
+        ServingEngine.open_postgres(dsn, REPO_NAME, root) as b,
+    ):
+        for i, q in enumerate(QUERIES):
+            answer = a.search(f"{q} {i}", top_k=3)
+            got = b.record_feedback(answer["query_id"], answer["hits"][0]["id"], "helpful")
+            assert got["query_id"] == answer["query_id"] and got["in_results"] is True

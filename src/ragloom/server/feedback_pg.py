@@ -38,9 +38,14 @@ class PgFeedbackStore(FeedbackBase):
         import psycopg
 
         from ragloom.index.postgres import connect
+        from ragloom.server.feedback import QUERY_LOG_GATHER_S
 
         self.repository = repository
         super().__init__()
+        # every other server (or worker) on the database logs its answers up to a gathering
+        # interval late: a rating through this one of an answer it did not give waits for
+        # them, whatever this server's own worker count (`--workers 1` answered 404)
+        self.lookup_wait_s = 3 * QUERY_LOG_GATHER_S
         self._conn = connect(dsn, app="ragloom-feedback")
         try:
             row = self._conn.execute(

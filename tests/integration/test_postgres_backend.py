@@ -117,6 +117,7 @@ def test_vectors_stay_in_their_rows_and_an_index_run_leaves_statistics(
     try:
         stats = pg.index()
         assert stats.chunks_embedded > 20
+        assert stats.embeddings_computed == stats.chunks_embedded and stats.embeddings_cached == 0
         with psycopg.connect(pg_dsn) as conn:
             toasted, vectors, analysed = conn.execute(query).fetchone() or (None, None, None)
         assert toasted == 0 and vectors == stats.chunks_embedded and analysed is not None
@@ -432,3 +433,25 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert bad.returncode != 0
     (line,) = bad.stderr.strip().splitlines()
     assert line.startswith("error: cannot connect to PostgreSQL:")
+
+
+def test_an_update_cut_short_by_ctrl_c_is_given_up_cleanly(
+    tree: Path, pg_dsn: str, tmp_path: Path
+) -> None:
+    """A Ctrl-C inside one of the update's statements left the connection busy with it; the
+    rollback that gives the update up then failed ("another command is already in
+    progress"), and `ragloom index` ended in an internal error (exit 70) instead of
+    "interrupted". The update is given up, and the repository is as before."""
+    pg = open_postgres(tree, dsn=pg_dsn, embedder=MODEL, cache_dir=tmp_path, create=True)
+    try:
+        pg.index()
+        before = pg.status(freshness=False)
+        update = pg._open().begin_update()
+        # the state a Ctrl-C inside a COPY or a pipelined batch leaves: a statement sent whose
+        # results were never read
+        update._conn.pgconn.send_query(b"SELECT pg_sleep(0.2)")
+        update.abort()
+        after = pg.status(freshness=False)
+        assert (after.generation, after.chunks) == (before.generation, before.chunks)
+    finally:
+        pg.close()

@@ -192,6 +192,7 @@ def index_into(
                 vecs = embedder.embed_documents([text for _, text in part])
                 backend.put_embeddings(key, ((h, vecs[i]) for i, (h, _) in enumerate(part)))
                 stats.chunks_embedded += len(part)
+                stats.embeddings_computed += len(part)  # all by the model: see README
                 progress("embed", stats.chunks_embedded, len(missing))
             stats.timings["embed"] = time.perf_counter() - t5
             stats.embeddings_pending = len(backend.missing_embeddings(key))

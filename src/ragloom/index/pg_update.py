@@ -227,7 +227,17 @@ class PgUpdate:
         return self._generation
 
     def abort(self) -> None:
+        """Give the update up: nothing of it was committed. After a Ctrl-C that cut a
+        statement short the connection is still busy with it and a rollback fails ("another
+        command is already in progress"); closing the connection ends the transaction all the
+        same, so the rollback is only tried."""
+        import psycopg
+
         if not self._done:
             self._done = True
-            self._conn.rollback()
-            self._conn.close()
+            try:
+                self._conn.rollback()
+            except psycopg.Error:
+                pass
+            finally:
+                self._conn.close()

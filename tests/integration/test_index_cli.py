@@ -228,3 +228,26 @@ def test_search_says_which_hits_are_in_files_changed_since_indexing(tmp_path: Pa
     (root / "b.py").write_text((root / "b.py").read_text())
     again = run_cli("search", "gamma_fn", "--json", cwd=root)
     assert all(not h["stale"] for h in json.loads(again.stdout) if h["path"] == "b.py")
+
+
+def test_ctrl_c_while_the_command_starts_is_quiet(tmp_path: Path) -> None:
+    """Ctrl-C in the first moments of a command (while its modules load) printed the
+    interpreter's traceback; it ends as a later one does: "interrupted", exit 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = Path(sys.executable).parent / "ragloom"
+    if not script.exists():
+        pytest.skip("the console script is not installed next to this interpreter")
+    proc = subprocess.Popen(
+        [str(script), "status", "--index-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert b"Traceback" not in err, err.decode()[-1500:]
+    assert proc.returncode == 130 and b"interrupted" in err

@@ -1,6 +1,6 @@
 """``python -m ragloom.cli``: the same as the ``ragloom`` console script."""
 
-from ragloom.cli import main
-
 if __name__ == "__main__":
+    from ragloom.entry import main
+
     main()

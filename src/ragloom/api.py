@@ -1027,8 +1027,10 @@ class PostgresIndex(Index):
         else:
             embedder = emb_arg
             spec = getattr(emb_arg, "spec", embedder.model_id)
-        if keep_model and info.embedding_model and (
-            info.embedding_model != embedder.model_id or info.embedding_dim != embedder.dim
+        if (
+            keep_model
+            and info.embedding_model
+            and (info.embedding_model != embedder.model_id or info.embedding_dim != embedder.dim)
         ):
             raise IncompatibleIndexError(
                 f"the repository is now embedded with {info.embedding_model}, not this "

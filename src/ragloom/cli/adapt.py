@@ -111,7 +111,7 @@ def adapt_cmd(
             + ("" if report.written else " (dry run: the model in use is unchanged)")
         )
     elif report.written:
-        click.echo(f"not adapted: {report.reason}; +learned ranks with the global model")
+        click.echo(f"not adapted: {report.reason}; ranking goes on with the shipped global model")
     else:
         click.echo(f"would not be adapted: {report.reason} (dry run: nothing changed)")
 
@@ -154,7 +154,7 @@ def _print_model(out: dict[str, object], reset: bool, remove: bool) -> None:
         click.echo("repository model removed" if out["removed"] else "no repository model")
         return
     if rm.get("model") != "repository":
-        click.echo("no repository model: +learned ranks with the global model")
+        click.echo("no repository model: ranking uses the shipped global model")
         return
     head = "feedback reset; " if reset else ""
     click.echo(

@@ -111,7 +111,8 @@ def feedback_used_cmd(
         out = store.track_context_usage(query_id, list(chunk_ids))
     finally:
         store.close()
-    click.echo(f"{len(out['used_chunk_ids'])} chunks recorded as used for {query_id}")
+    n = len(out["used_chunk_ids"])
+    click.echo(f"{n} chunk{'' if n == 1 else 's'} recorded as used for {query_id}")
 
 
 @feedback_group.command("stats")

@@ -265,7 +265,9 @@ def _load_spec(directory: str, name: str) -> pathspec.GitIgnoreSpec | None:
         # git passes over a line it cannot read (a lone "!", a trailing backslash) and keeps
         # the others; so does the walk, rather than stopping on one line of one ignore file
         good = [line for line in lines if _valid_pattern(line)]
-        log.warning(
+        # info, not a warning: git itself passes over such lines without a word, and every
+        # walk (status, search's freshness check) would repeat it
+        log.info(
             "ignore file lines not understood, passed over",
             extra={"file": os.path.join(directory, name), "lines": len(lines) - len(good)},
         )

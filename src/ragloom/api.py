@@ -829,7 +829,7 @@ class Index:
         a read only where size or time changed; empty without a checkout here."""
         if not paths or not self.has_checkout():
             return set()
-        known = self._graph_store().files()
+        known = self._graph_store().files_at(sorted(set(paths)))
         out: set[str] = set()
         for rel in sorted(set(paths)):
             old = known.get(rel)

@@ -417,3 +417,18 @@ def test_a_query_embedder_of_another_model_is_refused_at_open(repo: Path) -> Non
 
     with pytest.raises(IncompatibleIndexError, match=r"embedding\.model"):
         ServingEngine.open(repo, Settings(), embedder=HashingEmbedder(64))
+
+
+def test_a_hit_in_a_file_changed_since_indexing_is_marked_stale(
+    engine: ServingEngine, repo: Path
+) -> None:
+    """The server's hits carry ``stale`` as ``ragloom search --json`` does, checked on every
+    answer (a cached one too), with a note naming the files."""
+    first = engine.search("helper adds the value", top_k=5)
+    assert first["hits"] and not any(h["stale"] for h in first["hits"])
+    path = first["hits"][0]["path"]
+    (repo / path).write_text("# moved down\n\n" + (repo / path).read_text())
+    again = engine.search("helper adds the value", top_k=5)
+    assert again["cache_hit"] is True
+    assert {h["path"]: h["stale"] for h in again["hits"]}[path] is True
+    assert any("changed since indexing" in n for n in again["notes"])

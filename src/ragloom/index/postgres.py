@@ -357,6 +357,17 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
         rows = self._fetchall(f"SELECT {FILE_COLS} FROM files WHERE repo_id = %s", (self.repo_id,))
         return {str(r[0]): FileRow(*r) for r in rows}
 
+    def files_at(self, paths: Sequence[str]) -> dict[str, FileRow]:
+        """The rows of these files (one statement)."""
+        wanted = list(dict.fromkeys(paths))
+        if not wanted:
+            return {}
+        rows = self._fetchall(
+            f"SELECT {FILE_COLS} FROM files WHERE repo_id = %s AND path = ANY(%s)",
+            (self.repo_id, wanted),
+        )
+        return {str(r[0]): FileRow(*r) for r in rows}
+
     def file_count(self) -> int:
         row = self._fetchone("SELECT count(*) FROM files WHERE repo_id = %s", (self.repo_id,))
         return int(row[0])

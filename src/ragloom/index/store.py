@@ -217,6 +217,17 @@ class Store(
         rows = self._db.execute(f"SELECT {FILE_COLS} FROM files").fetchall()
         return {r[0]: FileRow(*r) for r in rows}
 
+    def files_at(self, paths: Sequence[str]) -> dict[str, FileRow]:
+        """The published generation's rows of these files (one indexed lookup each)."""
+        wanted = list(dict.fromkeys(paths))
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows = self._db.execute(
+            f"SELECT {FILE_COLS} FROM files WHERE path IN ({marks})", wanted
+        ).fetchall()
+        return {r[0]: FileRow(*r) for r in rows}
+
     def file_hashes(self) -> dict[str, str]:
         """path -> content hash of the published generation's files."""
         return {str(p): str(h) for p, h in self._db.execute("SELECT path, hash FROM files")}

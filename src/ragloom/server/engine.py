@@ -310,8 +310,18 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
                 }, res
 
             body, hit = self._answer(r, key, compute)
+            # checked on every answer, cached or not: a file may change at any time
+            changed = self._changed_files(r, [h["path"] for h in body["hits"]])
         qid = uuid.uuid4().hex
-        hits = [{**h, "ranks": dict(h["ranks"])} for h in body["hits"]]
+        hits = [
+            {**h, "ranks": dict(h["ranks"]), "stale": h["path"] in changed} for h in body["hits"]
+        ]
+        notes = list(body["notes"])
+        if changed:
+            notes.append(
+                f"{len(changed)} of the hits' files changed since indexing, so their lines "
+                "may have moved: " + ", ".join(sorted(changed)[:5])
+            )
         out = {
             "query_id": qid,
             "latency_ms": 0.0,
@@ -321,11 +331,21 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
             "strategy": body["strategy"],
             "top_k": k,
             "hits": hits,
-            "notes": list(body["notes"]),
+            "notes": notes,
         }
         return self._finish(
             out, "search", strat, body["generation"], [h["id"] for h in hits], hit, t0
         )
+
+    @staticmethod
+    def _changed_files(r: _Reader, paths: Sequence[str]) -> set[str]:
+        """Those of ``paths`` changed since indexing (:meth:`Index.changed_since_indexed`);
+        none when that cannot be read (a hit is never lost to this check)."""
+        try:
+            return r.index.changed_since_indexed(paths)
+        except (OSError, RagError) as exc:
+            log.warning("could not check the hits' files: %s", exc)
+            return set()
 
     @_time_limited
     def context(

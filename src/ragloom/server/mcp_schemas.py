@@ -46,7 +46,8 @@ class SearchOutput(_Open):
             "Best first. Each: id (chunk id, for record_feedback), path (relative to the "
             "repository root), start_line, end_line (1-based, inclusive), kind (function, "
             "class, method, module, doc, ...), symbol, part, language, score (fused, higher "
-            "is better), ranks (rank per retriever), generation."
+            "is better), ranks (rank per retriever), generation, stale (the file changed "
+            "since indexing: its lines may have moved)."
         )
     )
     notes: list[str] = Field(default_factory=list, description="Warnings about this answer.")

@@ -103,6 +103,10 @@ class SearchHit(BaseModel):
     explain: dict[str, Any] | None = Field(
         default=None, description="What each ranking stage did (explain=true only)."
     )
+    stale: bool = Field(
+        default=False,
+        description="The file changed since indexing: the chunk's lines may have moved.",
+    )
 
 
 class SourceItemHit(BaseModel):

@@ -60,6 +60,9 @@ def test_a_commit_question_returns_the_commit_with_its_files(repo: Path) -> None
     assert top["explain"]["rrf"]["weight"] == 0.1
     code = [h for h in data["hits"] if h["source"] == "code"]
     assert code and {"path", "start_line", "symbol", "ranks"} <= set(code[0])
+    # the code hits keep what `search --json` gives them, and the answer can be rated
+    assert all(h["stale"] is False and h["generation"] == data["generation"] for h in code)
+    assert len(data["query_id"]) == 32
     # the guide is a docs section now, not also a code hit
     assert not any(h.get("path") == "docs/guide.md" for h in code)
 
@@ -82,6 +85,7 @@ def test_context_attributes_non_code_items(repo: Path) -> None:
     assert issue["text"].startswith("issue #12 https://github.com/acme/widget/issues/12")
     assert 'source="issues" path="https://github.com/acme/widget/issues/12"' in data["text"]
     assert [s["source"] for s in data["sources"]] == ["code", "issues", "commits"]
+    assert len(data["query_id"]) == 32
 
 
 def test_status_freshness_and_incremental_reindex(repo: Path) -> None:

@@ -231,20 +231,35 @@ def run_search(
 ) -> None:
     """``ragloom search --sources``."""
     from ragloom.cli.app import echo_json
+    from ragloom.cli.feedback import log_answer
     from ragloom.sources.context import item_label
 
     result = _search(idx, query, top_k, strategy, explain, args)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     if as_json:
-        echo_json(
-            {
-                "hits": [hit_json(h, explain, code_json) for h in result.hits],
-                "sources": result.sources_json(),
-                "notes": result.notes,
-                "timings_ms": result.timings_ms,
-            }
-        )
+        # the code hits carry what `ragloom search --json` gives them (generation, stale),
+        # and the answer a query_id to rate them by, as without --sources
+        code = [h.payload for h in result.hits if h.source == "code" and h.payload is not None]
+        changed = idx.changed_since_indexed({c.path for c in code})
+        gen = int(idx.retriever.store.generation())
+        qid = log_answer(idx, "search", query, strategy, gen, [c.id for c in code])
+        hits = []
+        for h in result.hits:
+            out = hit_json(h, explain, code_json)
+            if h.source == "code" and h.payload is not None:
+                out = {**out, "generation": gen, "stale": h.payload.path in changed}
+            hits.append(out)
+        body: dict[str, object] = {
+            "hits": hits,
+            "sources": result.sources_json(),
+            "notes": result.notes,
+            "timings_ms": result.timings_ms,
+            "generation": gen,
+        }
+        if qid is not None:
+            body["query_id"] = qid
+        echo_json(body)
         return
     click.echo(_status_line(result), err=True)
     if not result.hits:
@@ -295,7 +310,14 @@ def run_context(
         include_scores=scores,
     )
     if as_json:
-        echo_json({**ctx.to_dict(), "sources": result.sources_json(), "notes": result.notes})
+        from ragloom.cli.feedback import log_answer
+
+        # a query_id to rate the code parts by, as `ragloom context --json` gives one
+        gen = int(idx.retriever.store.generation())
+        hit_ids = list(dict.fromkeys(i for p in ctx.parts for i in p.hit_ids))
+        qid = log_answer(idx, "context", query, strategy, gen, hit_ids)
+        body = {**ctx.to_dict(), "sources": result.sources_json(), "notes": result.notes}
+        echo_json(body if qid is None else {**body, "query_id": qid})
         return
     click.echo(ctx.text)
     st = ctx.stats

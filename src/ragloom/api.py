@@ -1080,7 +1080,9 @@ class PostgresIndex(Index):
             stale_count = sum(len(v) for v in stale.values())
         return IndexStatus(
             checkout=checkout,
-            root=str(self.root),
+            # without a checkout here, the tree the repository was indexed from (this folder
+            # holds none of it)
+            root=str(self.root) if checkout or not info.root else info.root,
             index_dir=f"postgres:{self.repository}",
             ragloom_version=info.ragloom_version,
             schema_version=SCHEMA_VERSION,

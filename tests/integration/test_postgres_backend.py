@@ -150,6 +150,7 @@ def test_a_node_without_a_checkout_assembles_the_same_context_from_the_database(
                 assert away.root == folder
                 st = away.status()  # nothing to compare with: not "every file differs"
                 assert st.checkout is False and st.stale_files is None and st.chunks > 20
+                assert st.root == str(src) and st.stale == {}
                 contexts.append(
                     away.get_context("decode a JSON document", budget=1500, format="markdown")
                 )

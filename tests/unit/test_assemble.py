@@ -690,3 +690,11 @@ def test_module_hit_shows_its_header_not_the_whole_file(tmp_path: Path) -> None:
     snippets, _, _ = fetch_snippets([hit], tmp_path)
     assert snippets[0].start_line == 1
     assert snippets[0].end_line < 7  # stops before `def big`
+
+
+def test_a_byte_order_mark_is_not_shown(tmp_path: Path) -> None:
+    (tmp_path / "b.py").write_bytes(b'\xef\xbb\xbfdef bom_function():\n    return "bom"\n')
+    hit = make_hit(tmp_path, "b.py", 1, 2, symbol="bom_function")
+    ctx = run(tmp_path, [hit])
+    assert ctx.parts and ctx.parts[0].text.startswith("def bom_function():")
+    assert "\ufeff" not in ctx.text

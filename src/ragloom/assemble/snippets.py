@@ -306,6 +306,9 @@ def fetch_snippets(
         end = _remainder_end(hit.kind, chunk.start_line, chunk.end_line, chunk.text, lines)
         out.append(Snippet(hit, chunk.start_line, end, text_hash(chunk.text), True))
     _window_long_lines(out, files)
+    for path, lines in files.items():
+        if lines and lines[0].startswith("\ufeff"):  # a UTF-8 byte order mark is not text
+            files[path] = [lines[0][1:], *lines[1:]]
     return out, files, report
 
 

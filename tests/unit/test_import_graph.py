@@ -176,8 +176,15 @@ def _cycle_path(graph: Mapping[str, Iterable[str]], component: list[str]) -> lis
     raise AssertionError(f"no cycle through {first}")  # pragma: no cover - SCC guarantees one
 
 
+_CLI_MODULES = {"ragloom.entry"}
+"""Modules of the CLI layer outside ``cli/``: the console script's launcher sits beside the
+package so that a Ctrl-C while ``ragloom.cli`` loads can be caught (docs/architecture.md)."""
+
+
 def _layer(module: str) -> str:
     """``ragloom.retrieve.search`` -> ``retrieve``; ``ragloom`` -> ``""``."""
+    if module in _CLI_MODULES:
+        return "cli"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 

@@ -418,46 +418,62 @@ async def _http_session(url: str) -> None:
         assert status["chunks"] > 20
 
 
+INIT = {
+    "protocolVersion": "2025-03-26",
+    "capabilities": {},
+    "clientInfo": {"name": "t", "version": "1"},
+}
+
+
+def _raw_stdio(repo: Path) -> subprocess.Popen[bytes]:
+    """The stdio server with pipes of its own, driven line by line (no SDK client)."""
+    return subprocess.Popen(
+        serve_argv(repo, "--no-watch"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **_env()},
+    )
+
+
+def _exchange(proc: subprocess.Popen[bytes], line: str) -> dict[str, Any]:
+    """Send one line, read the one line that answers it (30 s at most)."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(line.encode() + b"\n")
+    proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    assert ready, f"no answer to {line!r}"
+    answer: dict[str, Any] = json.loads(proc.stdout.readline())
+    return answer
+
+
+def _initialize(proc: subprocess.Popen[bytes]) -> None:
+    req = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
+    first = _exchange(proc, json.dumps(req))
+    assert first["id"] == 1 and "result" in first
+
+
 def test_a_line_that_is_not_a_message_gets_a_json_rpc_error(repo: Path) -> None:
     """Over stdio, a line that is not JSON gets -32700 and one that is JSON but no JSON-RPC
     message -32600, each with ``id`` null, and the session goes on (the SDK's transport only
     logged them, so the client waited for ever)."""
-    proc = subprocess.Popen(
-        serve_argv(repo, "--no-watch"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **_env()},
-    )
+    proc = _raw_stdio(repo)
     assert proc.stdin is not None and proc.stdout is not None
     try:
-
-        def send(line: str) -> dict[str, Any]:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(line.encode() + b"\n")
-            proc.stdin.flush()
-            ready, _, _ = select.select([proc.stdout], [], [], 30)
-            assert ready, f"no answer to {line!r}"
-            answer: dict[str, Any] = json.loads(proc.stdout.readline())
-            return answer
-
-        init = {"protocolVersion": "2025-03-26", "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
-        first = send(
-            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
-        )
-        assert first["id"] == 1 and "result" in first
+        _initialize(proc)
         proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-        assert send("{this is not json") == {
+        assert _exchange(proc, "{this is not json") == {
             "jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}
         }  # fmt: skip
-        assert send('{"neither": "a request"}')["error"]["code"] == -32600
-        tools = send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        assert _exchange(proc, '{"neither": "a request"}')["error"]["code"] == -32600
+        tools = _exchange(proc, json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
         assert tools["id"] == 2 and {t["name"] for t in tools["result"]["tools"]} == TOOLS
     finally:
         proc.stdin.close()
         code = proc.wait(timeout=30)
         proc.stdout.close()
+        if proc.stderr is not None:
+            proc.stderr.close()
     assert code == 0
 
 
@@ -466,23 +482,8 @@ def test_a_signal_stops_the_stdio_server_while_its_input_is_open(repo: Path, sig
     """Ctrl-C or SIGTERM end the stdio server at once, its query log flushed, even while
     the client keeps its input open (both hung: the SDK's reader thread waits on stdin, and
     asyncio waited for it)."""
-    proc = subprocess.Popen(
-        serve_argv(repo, "--no-watch"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **_env()},
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    init = {"protocolVersion": "2025-03-26", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
-    proc.stdin.write(
-        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}).encode()
-        + b"\n"
-    )
-    proc.stdin.flush()
-    ready, _, _ = select.select([proc.stdout], [], [], 30)
-    assert ready and json.loads(proc.stdout.readline())["id"] == 1
+    proc = _raw_stdio(repo)
+    _initialize(proc)
     proc.send_signal(sig)
     try:
         code = proc.wait(timeout=60)

@@ -186,6 +186,10 @@ def _second_part_signature(store: Store | PostgresBackend, chunk_id: str, kind: 
     return signature(text, "python", kind, doc=False) if text else None
 
 
+SAME_BYTES_MAX = 4096
+"""Files :meth:`Index.changed_since_indexed` remembers as touched but unchanged."""
+
+
 class Index:
     """An index of one repository root, stored in ``index_dir``."""
 
@@ -197,6 +201,8 @@ class Index:
         self._store: Store | None = None
         self._graph: CodeGraph | None = None
         self._graph_lock = threading.Lock()
+        self._same_bytes: dict[tuple[str, int, int, str], bool] = {}
+        """(path, size, mtime_ns, indexed hash) -> whether the file still has those bytes."""
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -539,8 +545,6 @@ class Index:
         False when there is no index: nothing to keep."""
         import sqlite3
 
-        from ragloom.errors import RagError
-
         if not (self.index_dir / DB_NAME).is_file():
             return False
         try:
@@ -839,7 +843,16 @@ class Index:
                 st = (self.root / rel).stat()
                 if st.st_size == old.size and st.st_mtime == old.mtime:
                     continue
-                if file_hash((self.root / rel).read_bytes()) == old.hash:
+                # touched but maybe the same bytes (a branch switched and back): hashed once
+                # per (file version on disk, indexed version), not on every answer
+                seen = (rel, st.st_size, st.st_mtime_ns, old.hash)
+                same = self._same_bytes.get(seen)
+                if same is None:
+                    same = file_hash((self.root / rel).read_bytes()) == old.hash
+                    if len(self._same_bytes) >= SAME_BYTES_MAX:
+                        self._same_bytes.clear()
+                    self._same_bytes[seen] = same
+                if same:
                     continue
             except OSError:
                 pass  # gone or unreadable: its lines cannot be trusted either

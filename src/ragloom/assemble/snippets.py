@@ -305,7 +305,8 @@ def fetch_snippets(
         report.stale_reresolved += 1
         end = _remainder_end(hit.kind, chunk.start_line, chunk.end_line, chunk.text, lines)
         out.append(Snippet(hit, chunk.start_line, end, text_hash(chunk.text), True))
-    _window_long_lines(out, files)
+    hashes = {path: st[1] for path, st in file_state.items() if not isinstance(st, str)}
+    _window_long_lines(out, files, hashes)
     for path, lines in files.items():
         if lines and lines[0].startswith("\ufeff"):  # a UTF-8 byte order mark is not text
             files[path] = [lines[0][1:], *lines[1:]]
@@ -318,15 +319,41 @@ this many characters around where the file's best hit starts in it: context is c
 boundaries, so a 250 kB line fitted no budget at all, and every hit in it was left out."""
 
 
-def _window_long_lines(snippets: Sequence[Snippet], files: dict[str, list[str]]) -> None:
+_LONGEST: OrderedDict[str, int] = OrderedDict()
+"""Longest line of a file by its content hash (measured once per version: a large file's
+lines cost about 0.1 ms an answer to measure again)."""
+_LONGEST_MAX = 4096
+_LONGEST_LOCK = threading.Lock()
+
+
+def _longest_line(fhash: str | None, lines: list[str]) -> int:
+    if fhash is None:
+        return max(map(len, lines), default=0)
+    with _LONGEST_LOCK:
+        got = _LONGEST.get(fhash)
+        if got is not None:
+            _LONGEST.move_to_end(fhash)
+            return got
+    got = max(map(len, lines), default=0)
+    with _LONGEST_LOCK:
+        _LONGEST[fhash] = got
+        if len(_LONGEST) > _LONGEST_MAX:
+            _LONGEST.popitem(last=False)
+    return got
+
+
+def _window_long_lines(
+    snippets: Sequence[Snippet], files: dict[str, list[str]], hashes: Mapping[str, str]
+) -> None:
     """Replace each over-long line of the hits' files (in ``files``, a copy: the file cache's
-    lists stay as read) by its window around the best hit that covers it."""
+    lists stay as read) by its window around the best hit that covers it; ``hashes``: the
+    files' content hashes, which key their longest line."""
     from ragloom.ingest.chunker import part_label
 
     for path, lines in list(files.items()):
-        long = [i for i, line in enumerate(lines) if len(line) > LONG_LINE_CHARS]
-        if not long:
+        if _longest_line(hashes.get(path), lines) <= LONG_LINE_CHARS:
             continue
+        long = [i for i, line in enumerate(lines) if len(line) > LONG_LINE_CHARS]
         shown = list(lines)
         for i in long:
             line, at = lines[i], 0

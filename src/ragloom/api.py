@@ -203,6 +203,9 @@ class Index:
         self._graph_lock = threading.Lock()
         self._same_bytes: dict[tuple[str, int, int, str], bool] = {}
         """(path, size, mtime_ns, indexed hash) -> whether the file still has those bytes."""
+        self._file_rows: tuple[int, dict[str, FileRow | None]] = (-1, {})
+        """(generation, path -> its file row then) for :meth:`changed_since_indexed`."""
+        self._file_rows_lock = threading.Lock()
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -827,13 +830,29 @@ class Index:
         """Files on disk that differ from the index: changed, added, removed."""
         return _stale_files(self.root, self.index_dir, self._reader_store().files())
 
-    def changed_since_indexed(self, paths: Collection[str]) -> set[str]:
+    def changed_since_indexed(
+        self, paths: Collection[str], generation: int | None = None
+    ) -> set[str]:
         """Those of ``paths`` (indexed, relative to the root) whose file now differs from its
         indexed version, or is gone: a hit's lines there may have moved. A ``stat`` each, and
-        a read only where size or time changed; empty without a checkout here."""
+        a read only where size or time changed; empty without a checkout here.
+        ``generation``: the one the hits were read from; the file rows are then read once
+        for it (a server asks on every answer: no database round trip for a cached one)."""
         if not paths or not self.has_checkout():
             return set()
-        known = self._graph_store().files_at(sorted(set(paths)))
+        wanted = sorted(set(paths))
+        if generation is None:
+            known = self._graph_store().files_at(wanted)
+        else:
+            with self._file_rows_lock:  # request threads of one server share it
+                if self._file_rows[0] != generation:
+                    self._file_rows = (generation, {})
+                rows = self._file_rows[1]
+                todo = [p for p in wanted if p not in rows]
+                if todo:
+                    got = self._graph_store().files_at(todo)
+                    rows.update({p: got.get(p) for p in todo})
+                known = {p: row for p in wanted if (row := rows.get(p)) is not None}
         out: set[str] = set()
         for rel in sorted(set(paths)):
             old = known.get(rel)

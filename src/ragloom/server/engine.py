@@ -311,7 +311,7 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
 
             body, hit = self._answer(r, key, compute)
             # checked on every answer, cached or not: a file may change at any time
-            changed = self._changed_files(r, [h["path"] for h in body["hits"]])
+            changed = self._changed_files(r, [h["path"] for h in body["hits"]], body["generation"])
         qid = uuid.uuid4().hex
         hits = [
             {**h, "ranks": dict(h["ranks"]), "stale": h["path"] in changed} for h in body["hits"]
@@ -338,11 +338,12 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
         )
 
     @staticmethod
-    def _changed_files(r: _Reader, paths: Sequence[str]) -> set[str]:
-        """Those of ``paths`` changed since indexing (:meth:`Index.changed_since_indexed`);
-        none when that cannot be read (a hit is never lost to this check)."""
+    def _changed_files(r: _Reader, paths: Sequence[str], generation: int) -> set[str]:
+        """Those of ``paths`` changed since indexing (:meth:`Index.changed_since_indexed`, its
+        rows read once per generation); none when that cannot be read (a hit is never lost
+        to this check)."""
         try:
-            return r.index.changed_since_indexed(paths)
+            return r.index.changed_since_indexed(paths, generation)
         except (OSError, RagError) as exc:
             log.warning("could not check the hits' files: %s", exc)
             return set()

@@ -25,6 +25,7 @@ code-graph and map tools in ``ragloom.server.mcp_graph``, the status, reindex, f
 reload tools in ``ragloom.server.mcp_admin``.
 """
 
+import asyncio
 import hmac
 import json
 import logging
@@ -328,6 +329,11 @@ def run_mcp(
     except KeyboardInterrupt:
         log.info("MCP server stopped by a signal")
         return True
+    except BaseExceptionGroup as group:  # the signal raised inside one of the server's tasks
+        if not _only_interrupts(group):
+            raise
+        log.info("MCP server stopped by a signal")
+        return True
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -336,6 +342,26 @@ def run_mcp(
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def _only_interrupts(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the stopping signal: a KeyboardInterrupt, or a group of nothing else."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_interrupts(e) for e in exc.exceptions)
+    return False
+
+
+def _quiet_interrupts(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The event loop's exception handler: the signal that stops the server, raised inside a
+    task, is met again as the loop shuts down ("unhandled exception during asyncio.run()
+    shutdown", with a traceback on stderr); it is not an error. Anything else is reported
+    as asyncio reports it."""
+    if _only_interrupts(context.get("exception")):
+        log.debug("MCP: the stopping signal, met again at shutdown: %s", context.get("message"))
+        return
+    loop.default_exception_handler(context)
 
 
 async def _run_stdio(server: MCPServer[Any]) -> None:
@@ -349,6 +375,7 @@ async def _run_stdio(server: MCPServer[Any]) -> None:
     from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
     from pydantic import ValidationError
 
+    asyncio.get_running_loop().set_exception_handler(_quiet_interrupts)
     low = server._lowlevel_server  # what MCPServer.run_stdio_async runs, the same way
     async with stdio_server() as (read, write):
         inbox_send, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](0)

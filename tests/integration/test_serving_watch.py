@@ -199,22 +199,30 @@ def test_a_graph_in_use_is_built_again_after_a_batch(engine: ServingEngine) -> N
     engine.stop_watching()
 
 
-def test_a_model_switch_by_another_process_is_not_undone(engine: ServingEngine) -> None:
-    """``ragloom index --model OTHER`` while a watching server runs: the server's next batch
+def test_a_model_switch_by_another_process_is_followed(engine: ServingEngine) -> None:
+    """``ragloom index --model OTHER`` while a watching server runs. The server's next batch
     used to switch the index back to its own model (deleting the new vectors), and its save
-    at close wrote its old vectors over the new ones; the index was left with none. Now the
-    batch is refused, the save is skipped, and the index keeps the new model whole."""
+    at close wrote its old vectors over the new ones; the index was left with none. Later the
+    batch was refused and the server kept its old model until restarted, comparing queries of
+    one model with vectors of the other. Now it follows: it loads the new model, opens a new
+    reader, and watches again with it, so the edit that met the refused batch is applied."""
     assert engine.start_watching(debounce_ms=100)
     wait_for(lambda: engine.watch_state()["ready"], "the update at start")
     other = HashingEmbedder(128)
     with ragloom.Index(engine.root, engine.index_dir, embedder=other) as idx:
         switched = idx.index(history=False)
     assert switched.model_changed
-    (engine.root / "pkg" / "mod.py").write_text("def original_helper(x):\n    return x + 2\n")
-    wait_for(lambda: engine.watch_state()["error"] is not None, "the refused batch")
-    assert "embedded with" in str(engine.watch_state()["error"])
+    (engine.root / "pkg" / "mod.py").write_text("def renamed_helper(x):\n    return x + 2\n")
+    wait_for(lambda: engine.switch_state()["switches"] == 1, "the switch to be followed")
+    state = engine.switch_state()
+    assert state["query_model"] == other.model_id and state["dim"] == 128
+    assert state["error"] is None
+    wait_for(lambda: "renamed_helper" in symbols(engine, "renamed_helper"), "the edit")
+    assert engine.watch_state()["watching"] and engine.watch_state()["error"] is None
+    dense = engine.search("renamed_helper", top_k=3, strategy="dense")
+    assert dense["hits"] and dense["hits"][0]["symbol"] == "renamed_helper"
     engine.close()
     with ragloom.Index(engine.root, engine.index_dir) as idx:
         st = idx.status(freshness=False)
         assert st.model == other.model_id and st.vectors == st.chunks > 0
-        assert idx.search("original_helper", top_k=3, strategy="dense").hits
+        assert idx.search("renamed_helper", top_k=3, strategy="dense").hits

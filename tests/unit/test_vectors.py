@@ -51,3 +51,22 @@ def test_the_same_vectors_give_the_same_graph_and_answers(tmp_path: Path) -> Non
     ).read_bytes()
     for q in queries:
         assert a.search(q, 300) == b.search(q, 300)
+
+
+def test_a_file_of_another_dimension_is_not_searched(tmp_path: Path) -> None:
+    """A vector file re-written by another model (``ragloom index --model OTHER`` by another
+    process) while a reader holds the old model's dimension: hnswlib loads it anyway and
+    compares only the first ``dim`` floats of each vector, answering with nonsense. The reader
+    now reads the file's own dimension from its header and searches nothing."""
+    from ragloom.index.vectors import file_dim
+
+    rng = np.random.default_rng(3)
+    wide = _unit(rng, 50, 24)
+    HnswVectors(tmp_path / "v", 24).apply(np.arange(1, 51), wide, [])
+    assert file_dim(tmp_path / "v" / "vectors.hnsw") == 24
+    assert file_dim(tmp_path / "missing.hnsw") is None
+    narrow = HnswVectors(tmp_path / "v", 16)
+    assert narrow.foreign_dim == 24
+    assert narrow.count() == 0 and narrow.search(_unit(rng, 1, 16)[0], 5) == []
+    same = HnswVectors(tmp_path / "v", 24)
+    assert same.foreign_dim is None and same.search(wide[7], 1)[0][0] == 8

@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
+import struct
 import tempfile
 import threading
 import time
@@ -44,6 +46,8 @@ __all__ = [
     "unshare_live",
 ]
 
+log = logging.getLogger("ragloom")
+
 HNSW_M = 16
 """Graph degree: hnswlib's recommended default; recall@10 1.000 at 100k in DEPENDENCIES.md."""
 HNSW_EF_CONSTRUCTION = 100
@@ -66,6 +70,29 @@ def _ident(path: Path) -> Ident | None:
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+_HEADER = struct.Struct("<6Q")
+"""The start of an hnswlib index file: six size_t fields, the fifth (``label_offset_``) less
+the sixth (``offsetData_``) being the bytes of one vector."""
+
+
+def file_dim(path: Path) -> int | None:
+    """The dimension of the float vectors an hnswlib index file holds, read from its header
+    (None when the file cannot be read or does not look like one). hnswlib loads a file with
+    whatever dimension its caller names and then compares only that many floats of each
+    vector: a file of another model's vectors (``ragloom index --model OTHER`` by another
+    process) would answer every search with nonsense, and this is how it is told apart."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEADER.size)
+    except OSError:
+        return None
+    if len(head) < _HEADER.size:
+        return None
+    label_offset, offset_data = _HEADER.unpack(head)[4:6]
+    size = label_offset - offset_data
+    return size // 4 if size > 0 and size % 4 == 0 else None
 
 
 def _read_labels(directory: Path) -> tuple[np.ndarray | None, Ident | None]:
@@ -104,6 +131,10 @@ class HnswVectors:
         self.dirty = False
         """True when the index in memory holds changes the file does not (a live index applies
         changes without saving; :func:`persist_live` saves them)."""
+        self.foreign_dim: int | None = None
+        """The dimension of the file in the folder when it is not :attr:`dim` (another model's
+        vectors): nothing is loaded from it, and searches find nothing, rather than compare
+        the first ``dim`` floats of each of its vectors with the query's."""
         self._load()
 
     def _load(self) -> None:
@@ -118,6 +149,20 @@ class HnswVectors:
             if described is not None and described != ident and not last:
                 time.sleep(_PAIR_WAIT_S)
                 continue
+            found = file_dim(path)
+            if found is not None and found != self.dim:
+                if _ident(path) != ident and not last:
+                    continue  # replaced while reading its header
+                log.warning(
+                    "vector index %s holds %d-d vectors, not the %d-d of this index's model "
+                    "(re-embedded with another model since it was opened): not searched",
+                    path,
+                    found,
+                    self.dim,
+                )
+                self.foreign_dim = found
+                self._ident = ident
+                return
             index = self._hnswlib.Index(space="cosine", dim=self.dim)
             try:
                 index.load_index(str(path), allow_replace_deleted=True)

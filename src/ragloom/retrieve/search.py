@@ -207,6 +207,13 @@ class Retriever:
                 self._embedder = self._embedder_factory()
         return self._embedder
 
+    def drop_embedder(self) -> None:
+        """Search without a query embedder (its model cannot be loaded here): dense finds
+        nothing and hybrid answers from BM25 alone, with a note, rather than fail."""
+        with self._lock:
+            self._embedder_factory = None
+            self._embedder = None
+
     @property
     def history(self) -> ChangeHistory | None:
         """Past changes (the ``commits`` source) for the ``history`` ranking step; None ranks

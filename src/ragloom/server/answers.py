@@ -26,7 +26,7 @@ from ragloom.server.cache import ResultCache
 from ragloom.server.feedback import QueryLogEntry, QueryLogger
 from ragloom.server.metrics import EngineMetrics
 from ragloom.server.readers import _Reader
-from ragloom.server.watching import _WatchingMixin
+from ragloom.server.switching import _SwitchingMixin
 from ragloom.types import Hit
 
 __all__ = ["hit_json"]
@@ -64,7 +64,7 @@ class _Flight:
     body: dict[str, Any] | None = None
 
 
-class _AnswersMixin(_WatchingMixin):
+class _AnswersMixin(_SwitchingMixin):
     """Checks, caching and shaping of answers (part of ``ServingEngine``)."""
 
     _fallbacks: dict[str, int]

@@ -133,6 +133,7 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
                 base = load_embedder(spec)
             except RagError as exc:  # searching still works (BM25; dense notes the problem)
                 log.warning("query embedder %s unavailable: %s", spec, exc)
+                self._dense_off = True
         if base is not None and (
             base.model_id != manifest.embedding_model or base.dim != manifest.embedding_dim
         ):
@@ -153,6 +154,7 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
                 base, window_ms=settings.server.batch_window_ms, company=lambda: self._computing
             )
             self._embedder = CachingEmbedder(self._batcher, self._embedding_cache)
+        self._init_switching(manifest.embedding_model, manifest.embedding_dim)
         self._epoch = 0
         self._reopen_after = 0.0
         self._inflight: dict[tuple[object, ...], _Flight] = {}

@@ -107,6 +107,7 @@ class _InspectionMixin(_JobsMixin, _AnswersMixin):
                 "jobs": running,
                 "fallbacks": dict(self._fallbacks),
                 "watch": self.watch_state(),
+                "model_switch": self.switch_state(),
                 "worker": {"index": self.worker_index, "pid": os.getpid()},
                 "workers": self.worker_count,
             }

@@ -118,9 +118,11 @@ class _JobsMixin(_ReadersMixin):
         job.started_at = time.time()
         self._save(job)
         try:
+            self._check_model_switch()  # another process may have re-embedded the index
             writer = self.target.open_index(self._embedder)
             try:
-                stats = writer.index(progress=progress)
+                # never with another model than the index's (it would delete its vectors)
+                stats = writer.index(progress=progress, keep_model=True)
                 job.stats = stats.to_dict()
                 adapted = _refit(writer)
                 if adapted is not None:  # as `ragloom index --json` reports it

@@ -85,6 +85,8 @@ class _ReadersMixin:
     _lock: threading.RLock
     _closed: bool
     _embedder: Embedder | None
+    _dense_off: bool = False
+    """The query embedder could not be loaded: answer without one (BM25 alone)."""
     _epoch: int
     _reopen_after: float
     _reader: _Reader
@@ -99,6 +101,8 @@ class _ReadersMixin:
         # would queue every query's BM25 search behind the others'. docs/serving.md measures.
         retriever.bm25_workers = BM25_WORKERS
         retriever.bm25_timeout_ms = self._settings.timeouts.bm25_ms
+        if self._embedder is None and self._dense_off:
+            retriever.drop_embedder()  # the reader would try to load the failed model again
         self._epoch += 1
         return _Reader(self._epoch, index, retriever, ident)
 
@@ -118,21 +122,15 @@ class _ReadersMixin:
         """The current reader, re-opened first when the database file was replaced."""
         if self._closed:
             raise InputError("the serving engine is closed")
+        self._check_model_switch()
         ident = self.target.ident()
         with self._lock:
             reader = self._reader
             if ident is not None and ident != reader.ident:
                 fresh = self._replacement()
                 if fresh is not None:
-                    reader.retired = True
-                    self._reader = fresh
-                    if reader.refs == 0:
-                        reader.close()
+                    self._replace_reader(fresh)
                     reader = fresh
-                    if self._watcher is not None and isinstance(
-                        fresh.retriever.vectors, HnswVectors
-                    ):  # the watcher's updates go to the new reader's vectors from now on
-                        share_live(fresh.retriever.vectors)
             reader.refs += 1
         try:
             yield reader
@@ -141,6 +139,21 @@ class _ReadersMixin:
                 reader.refs -= 1
                 if reader.retired and reader.refs == 0:
                     reader.close()
+
+    def _check_model_switch(self) -> None:
+        """Follow a model switch made by another process (``ragloom.server.switching``)."""
+
+    def _replace_reader(self, fresh: _Reader) -> None:
+        """Make ``fresh`` the reader new queries use; the old one is closed after its last
+        query (called with the engine lock held)."""
+        old = self._reader
+        old.retired = True
+        self._reader = fresh
+        if old.refs == 0:
+            old.close()
+        if self._watcher is not None and isinstance(fresh.retriever.vectors, HnswVectors):
+            # the watcher's updates go to the new reader's vectors from now on
+            share_live(fresh.retriever.vectors)
 
     def _replacement(self) -> _Reader | None:
         """A reader of a new database file (a rebuild), once that file has published a

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ragloom.index.manifest import MANIFEST_NAME
 from ragloom.retrieve.reader import DB_NAME, index_manifest
 
 if TYPE_CHECKING:
@@ -63,6 +64,11 @@ class ServingTarget(Protocol):
 
     def published_generation(self) -> int:
         """The generation a new reader would see (0: nothing published yet)."""
+        ...
+
+    def model_stamp(self) -> object | None:
+        """Changes when the index may have been re-embedded with another model (the manifest
+        then says which); cheap enough to ask before every query. None when unreadable."""
         ...
 
     def open_feedback(self) -> FeedbackBase:
@@ -105,6 +111,14 @@ class FolderTarget:
         except OSError:
             return None
         return (st.st_dev, st.st_ino)
+
+    def model_stamp(self) -> tuple[int, int, int] | None:
+        """(inode, size, mtime) of the manifest: every index run rewrites it (atomically)."""
+        try:
+            st = os.stat(self.index_dir / MANIFEST_NAME)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def published_generation(self) -> int:
         """Read without the store's schema checks (a rebuild may be half-way through writing
@@ -168,11 +182,11 @@ class PostgresTarget:
         self.pool_size = pool_size
         self.label = f"postgres:{repository}"
         self._ident_lock = threading.Lock()
-        self._ident: tuple[float, object | None] = (-1e9, None)
+        self._ident: tuple[float, tuple[int, int, str, int] | None] = (-1e9, None)
 
-    def _read(self) -> tuple[int, int] | None:
-        """(repository id, published generation), None when the repository or the database
-        cannot be read."""
+    def _read(self) -> tuple[int, int, str, int] | None:
+        """(repository id, published generation, embedding model, its dimension), None when
+        the repository or the database cannot be read."""
         import psycopg
 
         from ragloom.index.postgres import connect
@@ -180,11 +194,13 @@ class PostgresTarget:
         try:
             with connect(self.dsn, app="ragloom-serve") as conn:
                 row = conn.execute(
-                    "SELECT id, generation FROM repositories WHERE name = %s", (self.repository,)
+                    "SELECT id, generation, embedding_model, embedding_dim FROM repositories "
+                    "WHERE name = %s",
+                    (self.repository,),
                 ).fetchone()
         except (psycopg.Error, OSError):
             return None
-        return (int(row[0]), int(row[1])) if row else None
+        return (int(row[0]), int(row[1]), str(row[2]), int(row[3])) if row else None
 
     def manifest(self) -> Manifest:
         from ragloom.index.postgres import PostgresBackend
@@ -209,18 +225,26 @@ class PostgresTarget:
             pool_size=self.pool_size,
         )
 
-    def ident(self) -> object | None:
-        """The repository's row id, read at most every :data:`_IDENT_TTL_S` (a query costs a
-        connection; generations are followed by the reader, not by this)."""
+    def _row(self) -> tuple[int, int, str, int] | None:
+        """:meth:`_read`, at most every :data:`_IDENT_TTL_S` (a query costs a connection)."""
         now = time.monotonic()
         with self._ident_lock:
             stamp, value = self._ident
             if now - stamp < _IDENT_TTL_S:
                 return value
-            read = self._read()
-            value = read[0] if read is not None else None
+            value = self._read()
             self._ident = (now, value)
             return value
+
+    def ident(self) -> object | None:
+        """The repository's row id (generations are followed by the reader, not by this)."""
+        row = self._row()
+        return row[0] if row is not None else None
+
+    def model_stamp(self) -> object | None:
+        """The repository's embedding model and dimension, read with its identity."""
+        row = self._row()
+        return (row[2], row[3]) if row is not None else None
 
     def published_generation(self) -> int:
         read = self._read()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ragloom.embed.base import Embedder
-from ragloom.errors import IndexLockedError, RagError
+from ragloom.errors import IncompatibleIndexError, IndexLockedError, RagError
 from ragloom.index.lock import WriteLock
 from ragloom.index.vectors import HnswVectors, persist_live, share_live, unshare_live
 from ragloom.server.readers import _ReadersMixin
@@ -33,6 +33,9 @@ class _WatchingMixin(_ReadersMixin):
     _watch_thread: threading.Thread | None
     _watch_error: str
     _graph_warming: bool = False
+    _watch_args: dict[str, Any] | None = None
+    """The arguments of the last :meth:`start_watching`, to start again with them after a
+    model switch (``ragloom.server.switching``)."""
 
     def start_watching(
         self,
@@ -56,6 +59,11 @@ class _WatchingMixin(_ReadersMixin):
             if not isinstance(self.target, FolderTarget):
                 self._watch_error = "only a local folder index is watched"
                 return False
+            self._watch_args = {
+                "debounce_ms": debounce_ms,
+                "rescan_s": rescan_s,
+                "on_batch": on_batch,
+            }
             writer = self.target.open_index(self._doc_embedder)
             vectors = self._reader.retriever.vectors
             if isinstance(vectors, HnswVectors):
@@ -79,13 +87,17 @@ class _WatchingMixin(_ReadersMixin):
             self._watcher = watcher
 
         def run() -> None:
+            switched = False
             try:
                 watcher.run()
             except Exception as exc:  # a deleted root, a failing update: serving goes on
                 self._watch_error = f"{type(exc).__name__}: {exc}"
+                switched = isinstance(exc, IncompatibleIndexError)
                 log.warning("stopped watching %s: %s", self.root, exc)
             finally:
                 writer.close()
+            if switched:  # another process re-embedded the index: follow it, and watch again
+                self._check_model_switch()
 
         thread = threading.Thread(target=run, name="ragloom-watch", daemon=True)
         self._watch_thread = thread
@@ -135,10 +147,11 @@ class _WatchingMixin(_ReadersMixin):
                     or manifest.embedding_dim != model.dim
                 ):
                     # another process re-embedded the index with another model since this
-                    # engine loaded it: its vectors on disk are that model's, keep them
+                    # engine loaded it: its vectors on disk are that model's, keep them (the
+                    # engine follows the switch at its next query)
                     log.warning(
-                        "vector index not saved: the index is now embedded with %s, this "
-                        "server's model is %s (restart the server to serve the new one)",
+                        "vector index not saved: the index is now embedded with %s, not this "
+                        "server's %s",
                         manifest.embedding_model,
                         model.model_id,
                     )

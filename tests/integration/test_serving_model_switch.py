@@ -142,3 +142,18 @@ def test_a_postgres_repository_re_embedded_by_another_process(
         assert after == _dense(fresh, QUERIES[1])
     finally:
         fresh.close()
+
+
+def test_an_open_index_says_it_was_re_embedded_by_another_process(tmp_path: Path) -> None:
+    """The Python API's ``Index`` has no engine to follow the switch: its dense side finds
+    nothing (rather than nonsense) and the answer says to open the index again."""
+    root = _tree(tmp_path / "repo")
+    with ragloom.Index(root, root / ".ragloom", embedder=OLD) as held:
+        held.index(history=False)
+        assert held.search(QUERIES[0], top_k=3, strategy="dense").hits
+        with ragloom.Index(root, root / ".ragloom", embedder=NEW) as other:
+            other.index(history=False)
+        held.search(QUERIES[1], top_k=3)  # the seqlock's first attempt reads the old view
+        res = held.search(QUERIES[2], top_k=3)
+        assert any("re-embedded with another model" in n for n in res.notes)
+        assert res.hits and held.search(QUERIES[0], top_k=3, strategy="dense").hits == []

@@ -537,7 +537,13 @@ class Retriever:
             result.notes.append("the query has no searchable words")
             return result
         result.vectors_complete = self.vectors_complete()
-        if not result.vectors_complete and not isinstance(strat, Sparse):
+        foreign = getattr(self.vectors, "foreign_dim", None)
+        if foreign is not None and not isinstance(strat, Sparse):
+            result.notes.append(
+                f"the index was re-embedded with another model ({foreign}-d vectors) since it "
+                "was opened: dense found nothing; open it again to search with its new model"
+            )
+        elif not result.vectors_complete and not isinstance(strat, Sparse):
             n = self.vectors.count() if self.vectors is not None else 0
             result.notes.append(
                 f"embeddings incomplete: {n} of {self.chunk_count()} chunks have vectors; "

@@ -40,7 +40,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("fmt", ["xml", "markdown", "plain", "json"])
-@pytest.mark.parametrize("budget", [120, 400, 1500, 6000])
+@pytest.mark.parametrize("budget", [1, 10, 40, 120, 400, 1500, 6000])
 def test_budget_and_attribution(world: dict[str, Any], fmt: str, budget: int) -> None:
     hits = world["hits"]
     assert {h.source for h in hits} >= {"code", "commits", "issues"}
@@ -58,7 +58,7 @@ def test_budget_and_attribution(world: dict[str, Any], fmt: str, budget: int) ->
     if budget >= 1500:
         assert others and any(p.source == "commits" for p in others)
     if fmt == "json" and ctx.text:
-        assert json.loads(ctx.text)["context"]
+        assert len(json.loads(ctx.text)["context"]) == len(ctx.parts)
     if budget == 1500:
         # the long commit message does not fit a part cap (375 tokens): cut at a line, marked
         cut = [p for p in others if p.trimmed]

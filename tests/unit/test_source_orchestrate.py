@@ -9,6 +9,8 @@ import contextlib
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ragloom.errors import SearchError
 from ragloom.sources.base import (
@@ -18,7 +20,7 @@ from ragloom.sources.base import (
     SourceSettings,
     SyncReport,
 )
-from ragloom.sources.orchestrate import fuse_sources, retrieve_all, run_sync
+from ragloom.sources.orchestrate import cut_fused, fuse_sources, retrieve_all, run_sync
 
 
 class Scripted:
@@ -163,3 +165,44 @@ def test_recency_boost_lifts_recent_items_and_is_explained() -> None:
     # same RRF rank (2nd in its list, same weight): the recent one ranks above the stale one
     ids = [h.id for h in fused]
     assert ids.index("issues1") < ids.index("prs1")
+
+
+def _fused(sources: list[str]) -> list[SourceHit]:
+    return [
+        SourceHit(source=s, id=f"{s}{i}", title="", text="", score=1.0 / (i + 1))
+        for i, s in enumerate(sources)
+    ]
+
+
+def test_the_cut_gives_each_source_a_place() -> None:
+    """With tamma's weights every code hit outranks the other sources' first items: a plain
+    cut to ``-k`` answered code alone (a user trial: ``--sources code,docs,issues`` at any
+    ``-k`` showed no docs and no issue). Now each source's best item gets a place, the code
+    keeping at least half of them."""
+    fused = _fused(["code"] * 12 + ["docs", "issues", "docs", "prs", "commits"])
+    five = cut_fused(fused, 5)
+    assert [h.id for h in five] == ["code0", "code1", "code2", "docs12", "issues13"]
+    ten = cut_fused(fused, 10)
+    assert [h.source for h in ten] == ["code"] * 6 + ["docs", "issues", "prs", "commits"]
+    assert [h.id for h in cut_fused(fused, 1)] == ["code0"]
+    assert cut_fused(fused, 0) == []
+    few_code = _fused(["code", "docs", "docs", "docs", "issues"])
+    assert [h.id for h in cut_fused(few_code, 3)] == ["code0", "docs1", "issues4"]
+    assert [h.id for h in cut_fused(few_code[:3], 5)] == ["code0", "docs1", "docs2"]
+
+
+@given(
+    sources=st.lists(st.sampled_from(["code", "docs", "issues", "commits"]), max_size=30),
+    top_k=st.integers(min_value=0, max_value=12),
+)
+def test_cut_properties(sources: list[str], top_k: int) -> None:
+    fused = _fused(sources)
+    out = cut_fused(fused, top_k)
+    assert len(out) == min(top_k, len(fused))
+    pos = [fused.index(h) for h in out]
+    assert pos == sorted(pos) and len(set(pos)) == len(pos)  # the fused order, no repeats
+    code_in_plain_cut = sources[:top_k].count("code")  # the code never loses below half
+    assert sum(h.source == "code" for h in out) >= min((top_k + 1) // 2, code_in_plain_cut)
+    if top_k >= 2 * len(set(sources)):  # room for every source's best item
+        assert {h.source for h in out} == set(sources)
+    assert cut_fused(fused, top_k) == out

@@ -12,8 +12,9 @@ title, ``kind`` its kind; the text starts with an attribution line (the label an
 Budget: the non-code items, taken in fused order, get at most half of the available tokens
 (:data:`NON_CODE_SHARE`) and one part cap each (longer items are cut at a line); the code gets
 the rest. Code parts come first (the assembler's order), then the other items in fused order;
-the whole text is counted with the real counter and trailing non-code parts are dropped until it
-fits.
+the whole text is counted with the real counter and trailing non-code parts, then trailing code
+parts, are dropped until it fits (the budget holds at any size: until 2026-11-28 code always got
+at least 64 tokens, so ``--budget 1`` gave 55).
 """
 
 from __future__ import annotations
@@ -138,42 +139,53 @@ def assemble_sources(
         )
         others.append((part, block))
     code_hits = [h.payload for h in hits if h.source == "code" and isinstance(h.payload, Hit)]
-    code_total = max(tb.available - used, 64)
+    code_total = tb.available - used
     retriever = index.retriever
     ctx = assemble_context(
         query,
-        code_hits,
+        code_hits if code_total > 0 else [],
         root=index.root,
-        budget=TokenBudget.for_total(code_total),
+        budget=TokenBudget.for_total(max(code_total, 1)),
         policy=policy,
         counter=tc,
         embeddings=retriever.embeddings_for_hits(code_hits) if code_hits else {},
     )
-    code_blocks = [
-        render_block(
-            format,
-            BlockMeta(p.source, p.file_path, p.ranges, p.symbol, p.kind, p.language, p.score),
-            p.text,
-            include_scores,
+    code = [
+        (
+            p,
+            render_block(
+                format,
+                BlockMeta(p.source, p.file_path, p.ranges, p.symbol, p.kind, p.language, p.score),
+                p.text,
+                include_scores,
+            ),
         )
         for p in ctx.parts
     ]
     dropped = 0
-    while True:
-        text = render(format, code_blocks + [b for _, b in others])
+    while True:  # the whole text within the budget: trailing other items first, then code
+        blocks = [b for _, b in code] + [b for _, b in others]
+        text = render(format, blocks)
         total = tc.count(text)
-        if total <= tb.available or not others:
+        if not blocks and total > tb.available:  # even the empty JSON document
+            text, total = "", 0
+        if total <= tb.available or not blocks:
             break
-        others.pop()
+        (others or code).pop()
         dropped += 1
-    parts = [*ctx.parts, *(p for p, _ in others)]
+    parts = [*(p for p, _ in code), *(p for p, _ in others)]
+    code_included = {hid for p, _ in code for hid in p.hit_ids}
     stats = replace(
         ctx.stats,
         tokens_total=total,
         tokens_per_part=[p.tokens for p in parts],
         budget=tb.to_dict(),
-        hits_in=ctx.stats.hits_in + sum(1 for h in hits if h.source != "code"),
-        hits_included=ctx.stats.hits_included + len(others),
+        unique_files=len({p.file_path for p, _ in code}),
+        hits_in=len(code_hits) + sum(1 for h in hits if h.source != "code"),
+        hits_included=len(code_included) + len(others),
         truncated=ctx.stats.truncated or cut_any or dropped > 0,
+        dropped_for_budget=ctx.stats.dropped_for_budget
+        + dropped
+        + (len(code_hits) if code_total <= 0 else 0),
     )
     return AssembledContext(parts=parts, stats=stats, text=text, query=query, format=format)

@@ -35,6 +35,7 @@ from ragloom.sources.orchestrate import (
     DEFAULT_PER_SOURCE_MS,
     DEFAULT_TOTAL_MS,
     MultiSearchResult,
+    cut_fused,
     fuse_sources,
     retrieve_all,
     run_sync,
@@ -163,7 +164,9 @@ class SourceSet:
     ) -> MultiSearchResult:
         """Query every source in parallel and fuse (``top_k`` caps each source's list; the code
         source gets ``top_k`` itself, the others their own ``top_k`` setting up to it) and keep
-        the best ``top_k`` of the fused list (``-k 5`` answers five hits, not five per source).
+        ``top_k`` of the fused list with a place for each source
+        (:func:`~ragloom.sources.orchestrate.cut_fused`: ``-k 5`` answers five hits, not five
+        per source, and not five of the code alone).
 
         ``history_weight`` > 0 turns on history-aware code ranking (:mod:`.history`, off by
         default: docs/sources.md has its time-split evaluation)."""
@@ -203,7 +206,7 @@ class SourceSet:
         weights = {n: st.weight for n, st in self.settings.items()}
         hits = fuse_sources(results, weights, recency=recency, now=now)
         if top_k is not None:
-            hits = hits[:top_k]
+            hits = cut_fused(hits, top_k)
         return MultiSearchResult(
             hits=hits,
             statuses=statuses,

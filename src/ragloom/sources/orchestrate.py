@@ -25,6 +25,9 @@
    found it first 0.866 of the time among code, docs and commits, against 0.975 alone;
    docs/sources.md). A factor keeps each source's weight meaningful and lets recency reorder
    only items within 10 % of each other (about six RRF ranks at k = 60).
+5. The fused list is cut to ``top_k`` with a place for each source (:func:`cut_fused`): with
+   the weights above a non-code item ranks below most of the code list, so a plain cut
+   answered code alone whatever ``-k`` was.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ __all__ = [
     "DEFAULT_TOTAL_MS",
     "MultiSearchResult",
     "SourceStatus",
+    "cut_fused",
     "fuse_sources",
     "retrieve_all",
     "run_sync",
@@ -246,6 +250,52 @@ def fuse_sources(
         h.score = score
         out.append(h)
     return out
+
+
+def cut_fused(hits: Sequence[SourceHit], top_k: int, *, main: str = "code") -> list[SourceHit]:
+    """The best ``top_k`` of the fused list ``hits`` (best first), with a place for each
+    source: every source that answered and is not among the first ``top_k`` gets its best
+    item in, taking the place of the lowest-ranked item of a source that has more than one,
+    while ``main`` (the code) keeps at least half the places (rounded up) when it answered
+    that many. The answer keeps the fused order.
+
+    Why: with tamma's weights (code 1.0, docs 0.3, issues and prs 0.2, commits 0.1) a
+    non-code item's first rank scores below the code list's 50th, so the first ``top_k``
+    were code alone at any ``-k``, and ``--sources code,docs,issues`` answered as if
+    ``--sources code``. tamma answers ``top_k`` per source and lets the budget cut; ragloom
+    keeps ``-k`` as the answer's length (``-k 5`` printed 13 hits before 2026-11-23) and
+    gives each source its best item."""
+    if top_k <= 0:
+        return []
+    top = list(hits[:top_k])
+    if len(hits) <= top_k:
+        return top
+    present = {h.source for h in top}
+    missing: list[SourceHit] = []
+    for h in hits[top_k:]:
+        if h.source not in present:
+            present.add(h.source)
+            missing.append(h)
+    if not missing:
+        return top
+    floor = min((top_k + 1) // 2, sum(1 for h in hits if h.source == main))
+    counts: dict[str, int] = {}
+    for h in top:
+        counts[h.source] = counts.get(h.source, 0) + 1
+    added: list[SourceHit] = []
+    for item in missing:  # the best of them first
+        for i in range(len(top) - 1, -1, -1):
+            src = top[i].source
+            if counts[src] > 1 and (src != main or counts[src] > floor):
+                counts[src] -= 1
+                counts[item.source] = 1
+                del top[i]
+                added.append(item)
+                break
+        else:
+            break  # no place left to give
+    order = {id(h): i for i, h in enumerate(hits)}
+    return sorted(top + added, key=lambda h: order[id(h)])
 
 
 def run_sync(main: Callable[[], Awaitable[T]]) -> T:

@@ -140,6 +140,14 @@ class IncompatibleIndexError(IndexError_):
     exit_code = 23
 
 
+class SourceSyncError(RagError):
+    """A source named on the command line (``ragloom index --sources ... --issues-json ...``)
+    could not be synced; the code index and the other sources were updated, and the source
+    keeps what it held."""
+
+    exit_code = 24
+
+
 class InputError(RagError):
     """Bad user input: a path that does not exist, is not a directory, and so on."""
 

@@ -128,3 +128,85 @@ def test_weights_and_filters_from_the_command_line(repo: Path) -> None:
     bad = run_cli("search", "x", "--index-dir", idx, "--sources", "code",
                   "--source-weight", "code")  # fmt: skip
     assert bad.exit_code == 2 and "NAME=WEIGHT" in bad.stderr
+
+
+def test_a_plain_index_keeps_the_named_sources_up_to_date(tmp_path: Path) -> None:
+    """A user trial: after ``index --sources code,docs``, a new docs section stayed out of
+    ``--sources docs`` answers (and a deleted page stayed in) until ``--sources`` was named
+    again, while ``status`` said nothing was stale. A plain ``ragloom index`` now syncs the
+    sources the last ``--sources`` named."""
+    root = make_repo(tmp_path / "repo")
+    run_cli("index", str(root), "--model", "hashing", "--sources", "code,docs", check=True)
+    guide = root / "docs" / "guide.md"
+    guide.write_text(guide.read_text() + "\n## Xylophone tuning\n\nTune the xylophone.\n")
+    out = run_cli("index", str(root), "--model", "hashing", "--json", check=True)
+    (docs,) = json.loads(out.stdout)["sources"]
+    assert docs["source"] == "docs" and docs["status"] == "ok" and docs["added"] >= 1
+    found = run_cli(
+        "search", "xylophone tuning", "--index-dir", str(root / ".ragloom"), "--sources", "docs",
+        "--json", check=True,
+    )  # fmt: skip
+    assert json.loads(found.stdout)["hits"][0]["title"].endswith("Xylophone tuning")
+
+
+def test_a_named_source_that_fails_exits_24_and_keeps_what_it_held(tmp_path: Path) -> None:
+    """A bad export used to exit 0 (or 70 for a bad value inside it), report 0 items although
+    the source still held its items, and save the bad path for the next sync."""
+    root = make_repo(tmp_path / "repo")
+    issues, _ = write_exports(tmp_path / "exports")
+    run_cli("index", str(root), "--model", "hashing", "--issues-json", str(issues), check=True)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"number": 6, "title": "x", "updatedAt": "last tuesday"}]))
+    out = run_cli("index", str(root), "--model", "hashing", "--issues-json", str(bad), "--json")
+    assert out.exit_code == 24, out.stderr
+    assert "element 0 (number 6): updatedAt 'last tuesday'" in out.stderr
+    (rep,) = json.loads(out.stdout)["sources"]
+    assert rep["status"] == "error" and rep["total"] == 2
+    config = json.loads((root / ".ragloom" / "sources" / "config.json").read_text())
+    assert config["sources"]["issues"]["issues_json"] == str(issues.resolve())
+    again = run_cli("index", str(root), "--model", "hashing", "--json", check=True)
+    (rep,) = json.loads(again.stdout)["sources"]  # the good export, synced again
+    assert rep["source"] == "issues" and rep["status"] == "ok" and rep["total"] == 2
+
+
+def test_filters_are_never_ignored_quietly(repo: Path) -> None:
+    """A user trial: ``--path``, ``--language``, ``--since`` and ``--author`` without
+    ``--sources`` were ignored (``--path 'docs/*'`` answered Python files), an unknown
+    ``--language`` answered "no results", and ``--sources ""`` meant the code alone."""
+    idx = str(repo / ".ragloom")
+    out = run_cli("search", "upload", "--index-dir", idx, "--path", "pkg/up*", "--json")
+    hits = json.loads(out.stdout)
+    assert out.exit_code == 0 and hits and {h["path"] for h in hits} == {"pkg/upload.py"}
+    out = run_cli("search", "install", "--index-dir", idx, "--language", "Markdown", "--json")
+    assert {h["language"] for h in json.loads(out.stdout)} == {"markdown"}
+    ctx = run_cli(
+        "context", "parse a header", "--index-dir", idx, "--path", "pkg/*", "--json", check=True
+    )
+    paths = [p["file_path"] for p in json.loads(ctx.stdout)["parts"]]
+    assert "pkg/http.py" in paths and all(p.startswith("pkg/") for p in paths)
+    for bad, says in [
+        (["--since", "2024-01-01"], "--since only applies with --sources"),
+        (["--author", "bob", "--history-weight", "1"], "--author, --history-weight only apply"),
+        (["--sources", ""], "--sources names no source"),
+        (["--sources", "code", "--language", "klingon"], "unknown --language klingon"),
+        (["--sources", "issues", "--since", "2024-03-02", "--until", "2024-03-01"], "is after"),
+        (["--sources", "code", "--source-weight", "code=-1"], "a finite weight of 0 or more"),
+        (["--sources", "code", "--source-timeout-ms", "0"], "not in the range"),
+    ]:
+        res = run_cli("search", "upload", "--index-dir", idx, *bad)
+        assert res.exit_code == 2 and says in res.stderr, (bad, res.stderr)
+
+
+def test_until_a_date_keeps_that_day_and_weight_0_leaves_a_source_out(repo: Path) -> None:
+    idx = str(repo / ".ragloom")
+    out = run_cli(
+        "search", "document the session API", "--index-dir", idx, "--sources", "commits",
+        "--until", "2024-03-01", "--json", check=True,
+    )  # fmt: skip
+    titles = [h["title"] for h in json.loads(out.stdout)["hits"]]
+    assert "Document the session API" in titles, "a commit of 2024-03-01 12:00 is on that day"
+    out = run_cli(
+        "search", "upload", "--index-dir", idx, "--sources", "code,commits",
+        "--source-weight", "code=0", "--json", check=True,
+    )  # fmt: skip
+    assert {h["source"] for h in json.loads(out.stdout)["hits"]} == {"commits"}

@@ -9,7 +9,13 @@ import click
 
 from ragloom.cli.app import echo_json, handle_errors, progress_bars
 from ragloom.cli.backend import backend_options, chosen_backend, open_postgres_index, open_read
-from ragloom.cli.sources import index_source_options, run_index_sources, status_sources
+from ragloom.cli.sources import (
+    check_source_reports,
+    index_source_options,
+    run_index_sources,
+    status_sources,
+    sync_configured_sources,
+)
 from ragloom.errors import ConfigError
 
 __all__ = ["index_cmd", "status_cmd"]
@@ -89,8 +95,12 @@ def index_cmd(
                 # `--sources ...commits` syncs the history itself below (and reports it)
                 history=not no_history and not _names_commits(sources),
             )
+        named: set[str] = set()
         if sources or github or issues_json or prs_json:  # other sources (ragloom.cli.sources)
             reports = run_index_sources(idx, sources or "code", github, issues_json, prs_json)
+            named = {str(r["source"]) for r in reports}
+        else:  # the sources an earlier `index --sources` named, kept up to date
+            reports = sync_configured_sources(idx)
         if not no_history:
             from ragloom.learn.adapt import refresh
 
@@ -104,6 +114,7 @@ def index_cmd(
         if adapted is not None:
             extra["adapted"] = adapted.to_dict()
         echo_json({**stats.to_dict(), **extra})
+        check_source_reports(reports or [], named)
         return
     skipped = sum(stats.files_skipped.values())
     click.echo(
@@ -127,6 +138,7 @@ def index_cmd(
             f"source {rep['source']}: {rep['status']}{err}, +{rep['added']} -{rep['removed']}, "
             f"{rep['total']} items"
         )
+    check_source_reports(reports or [], named)
 
 
 def _names_commits(sources: str | None) -> bool:

@@ -17,7 +17,15 @@ from click.core import ParameterSource
 from ragloom.cli.app import echo_json, handle_errors
 from ragloom.cli.backend import backend_options, open_read
 from ragloom.cli.feedback import log_answer
-from ragloom.cli.sources import query_source_options, run_context, run_search
+from ragloom.cli.sources import (
+    CODE_FILTER_MIN,
+    CODE_FILTER_OVERFETCH,
+    checked_source_args,
+    filter_code_hits,
+    query_source_options,
+    run_context,
+    run_search,
+)
 from ragloom.ingest.chunker import part_label
 
 __all__ = ["context_cmd", "search_cmd"]
@@ -84,6 +92,7 @@ def search_cmd(
     **source_args: Any,
 ) -> None:
     """Search the index for QUERY."""
+    source_args = checked_source_args(source_args)
     idx = open_read(index_dir, backend, dsn, repo)
     given = _configured(idx.root, {"top_k": "ranking.top_k", "strategy": "ranking.strategy"})
     top_k = given.get("top_k", top_k)
@@ -91,7 +100,18 @@ def search_cmd(
     if source_args.get("sources"):  # several sources (ragloom.cli.sources)
         run_search(idx, query, top_k, strategy, explain, as_json, source_args, _hit_json)
         return
-    result = idx.search(query, top_k=top_k, strategy=strategy, explain=explain)
+    from ragloom.retrieve.search import MAX_TOP_K
+
+    filtered = bool(source_args.get("path_globs") or source_args.get("languages"))
+    overfetch = max(top_k * CODE_FILTER_OVERFETCH, CODE_FILTER_MIN)
+    asked = min(overfetch, MAX_TOP_K) if filtered else top_k
+    result = idx.search(query, top_k=asked, strategy=strategy, explain=explain)
+    if filtered:
+        result.hits = filter_code_hits(result.hits, source_args, top_k)
+        if len(result.hits) < top_k:
+            result.notes.append(
+                f"{len(result.hits)} of the best {asked} hits match --path/--language"
+            )
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     changed = idx.changed_since_indexed({h.path for h in result.hits})
@@ -201,6 +221,7 @@ def context_cmd(
     **source_args: Any,
 ) -> None:
     """Assemble a deduplicated, stitched, token-budgeted context for QUERY."""
+    source_args = checked_source_args(source_args)
     idx = open_read(index_dir, backend, dsn, repo)
     given = _configured(
         idx.root,
@@ -219,6 +240,10 @@ def context_cmd(
     fmt = given.get("fmt", fmt)
     counter = given.get("counter", counter)
     strategy = given.get("strategy", strategy)
+    if source_args.get("path_globs") or source_args.get("languages"):
+        # filters on the code alone: the code source applies them (the same context, and
+        # `--json` adds `sources`)
+        source_args["sources"] = source_args.get("sources") or "code"
     if source_args.get("sources"):  # several sources (ragloom.cli.sources)
         args = (query, top_k, budget, fmt, counter, strategy, scores, as_json, source_args)
         run_context(idx, *args)

@@ -15,8 +15,9 @@ Without ``--sources`` every command behaves and prints exactly as before. With i
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,7 +40,10 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _date(value: str | None, name: str) -> float | None:
+def _date(value: str | None, name: str, *, end_of_day: bool = False) -> float | None:
+    """Epoch seconds of an ISO date or time (UTC unless it says otherwise); a bare date with
+    ``end_of_day`` is the last moment of that day (``--until 2024-09-20`` keeps items of the
+    20th: "on or before")."""
     if not value:
         return None
     try:
@@ -48,7 +52,90 @@ def _date(value: str | None, name: str) -> float | None:
         raise ConfigError(f"{name} must be an ISO date (2024-05-01), got {value!r}") from exc
     if d.tzinfo is None:
         d = d.replace(tzinfo=UTC)
+    if end_of_day and "T" not in value.upper() and " " not in value.strip():
+        return (d + timedelta(days=1)).timestamp() - 1e-3
     return d.timestamp()
+
+
+_SOURCES_ONLY = {
+    "since": "--since",
+    "until": "--until",
+    "author": "--author",
+    "source_weights": "--source-weight",
+    "source_timeout_ms": "--source-timeout-ms",
+    "total_timeout_ms": "--total-timeout-ms",
+    "strict_sources": "--strict-sources",
+    "history_weight": "--history-weight",
+}
+"""Options that mean something only when several sources are asked (``--sources``)."""
+
+
+def known_languages() -> frozenset[str]:
+    """Every language ``--language`` can name: the code index's and the docs source's."""
+    from ragloom.ingest.languages import EXTENSIONS, FILENAMES
+
+    return (
+        frozenset(EXTENSIONS.values())
+        | frozenset(FILENAMES.values())
+        | {
+            "markdown",
+            "rst",
+            "text",
+        }
+    )
+
+
+def checked_source_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The ``--sources`` options of ``search``/``context``, checked (ConfigError, exit 2):
+    an empty ``--sources``, options that only filter or weigh other sources given without
+    ``--sources`` (they were silently ignored), an unknown ``--language`` (lower-cased: the
+    index names languages in lower case), and ``--since`` after ``--until``."""
+    out = dict(args)
+    sources = out.get("sources")
+    if sources is not None and not str(sources).strip(" ,"):
+        raise ConfigError("--sources names no source; leave it out to search the code alone")
+    if not sources:
+        given = [flag for key, flag in _SOURCES_ONLY.items() if out.get(key)]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise ConfigError(
+                f"{', '.join(given)} only {verb} with --sources (they filter or weigh the docs, "
+                "commits, issues and pull requests); add e.g. --sources code,commits"
+            )
+    langs = tuple(str(x).strip().lower() for x in out.get("languages") or ())
+    unknown = sorted(set(langs) - known_languages())
+    if unknown:
+        raise ConfigError(
+            f"unknown --language {', '.join(unknown)}; one of: "
+            + ", ".join(sorted(known_languages()))
+        )
+    out["languages"] = langs
+    since = _date(out.get("since"), "--since")
+    until = _date(out.get("until"), "--until", end_of_day=True)
+    if since is not None and until is not None and since > until:
+        raise ConfigError(f"--since {out.get('since')} is after --until {out.get('until')}")
+    return out
+
+
+def filter_code_hits(hits: list[Any], args: dict[str, Any], top_k: int) -> list[Any]:
+    """``--path`` and ``--language`` on the code index alone (no ``--sources``): the hits
+    whose file matches a glob and whose language is one named, best first, at most
+    ``top_k`` (the search asked more: :data:`CODE_FILTER_OVERFETCH`)."""
+    globs = tuple(args.get("path_globs") or ())
+    langs = tuple(args.get("languages") or ())
+    kept = [
+        h
+        for h in hits
+        if (not globs or any(fnmatch.fnmatchcase(h.path, g) for g in globs))
+        and (not langs or h.language in langs)
+    ]
+    return kept[:top_k]
+
+
+CODE_FILTER_OVERFETCH = 4
+"""``--path``/``--language`` without ``--sources``: hits asked per hit shown (as the code
+source over-fetches before its filters), and at least :data:`CODE_FILTER_MIN`."""
+CODE_FILTER_MIN = 50
 
 
 def query_source_options(fn: F) -> F:
@@ -63,12 +150,15 @@ def query_source_options(fn: F) -> F:
         ),
         click.option(
             "--source-timeout-ms",
-            type=float,
+            type=click.FloatRange(min=0, min_open=True),
             default=None,
             help="Per-source timeout [2000].",
         ),
         click.option(
-            "--total-timeout-ms", type=float, default=None, help="Timeout of all sources [5000]."
+            "--total-timeout-ms",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="Timeout of all sources [5000].",
         ),
         click.option(
             "--strict-sources", is_flag=True, help="Fail when a source times out or fails."
@@ -84,7 +174,7 @@ def query_source_options(fn: F) -> F:
         ),
         click.option(
             "--history-weight",
-            type=float,
+            type=click.FloatRange(min=0),
             default=0.0,
             help="History-aware code ranking: files changed by past commits like the question "
             "are lifted with this RRF weight (off: 0; measured in docs/sources.md).",
@@ -94,7 +184,7 @@ def query_source_options(fn: F) -> F:
             "source_weights",
             multiple=True,
             help="NAME=WEIGHT, the RRF weight of one source (repeatable; default: code 1.0, "
-            "docs 0.3, issues 0.2, prs 0.2, commits 0.1).",
+            "docs 0.3, issues 0.2, prs 0.2, commits 0.1; 0 leaves its items out).",
         ),
         click.option(
             "--path",
@@ -143,9 +233,11 @@ def _weights(specs: tuple[str, ...]) -> dict[str, float]:
         try:
             if not sep or not name.strip():
                 raise ValueError(spec)
-            out[name.strip().lower()] = float(value)
+            out[name.strip().lower()] = weight = float(value)
         except ValueError as exc:
             raise ConfigError(f"--source-weight takes NAME=WEIGHT, got {spec!r}") from exc
+        if not weight >= 0 or weight == float("inf"):
+            raise ConfigError(f"--source-weight needs a finite weight of 0 or more, got {spec!r}")
     return out
 
 
@@ -174,7 +266,7 @@ def _search(
         paths=tuple(args.get("path_globs") or ()),
         languages=tuple(args.get("languages") or ()),
         since=_date(args.get("since"), "--since"),
-        until=_date(args.get("until"), "--until"),
+        until=_date(args.get("until"), "--until", end_of_day=True),
         authors=tuple(args.get("author") or ()),
     )
     try:
@@ -359,6 +451,34 @@ def run_index_sources(
     finally:
         ss.close()
     return [r.to_dict() for r in reports]
+
+
+def sync_configured_sources(idx: Any) -> list[dict[str, object]] | None:
+    """A plain ``ragloom index``: sync the non-code sources the last ``index --sources`` named
+    (``<index>/sources/config.json``), so docs, issues and pull requests do not go stale while
+    the code is kept up to date; None when none were named. ``commits`` is left out: the code
+    index's own history sync just brought it up to date (or ``--no-history`` asked for none)."""
+    from ragloom.sources.multi import SourceSet
+
+    ss = SourceSet.configured(idx.root, idx.index_dir, index=idx)
+    try:
+        if not set(ss.sources) - {"code", "commits"}:
+            return None
+        reports = ss.sync(skip=("code", "commits"))
+    finally:
+        ss.close()
+    return [r.to_dict() for r in reports]
+
+
+def check_source_reports(reports: list[dict[str, object]], named: set[str]) -> None:
+    """SourceSyncError (exit 24) when a source named on the command line failed to sync."""
+    from ragloom.errors import SourceSyncError
+
+    failed = [r for r in reports if r.get("status") == "error" and r.get("source") in named]
+    if failed:
+        raise SourceSyncError(
+            "; ".join(f"source {r['source']} not synced: {r.get('error')}" for r in failed)
+        )
 
 
 def status_sources(idx: Any) -> list[dict[str, object]] | None:

@@ -104,7 +104,10 @@ def record_from_api(obj: Mapping[str, Any]) -> Record:
 
 def load_gh_export(path: Path, *, prs: bool) -> list[Record]:
     """Records from ``gh issue list --json number,title,body,labels,state,createdAt,updatedAt,
-    url,comments`` (or ``gh pr list --json ...,files``) output."""
+    url,comments`` (or ``gh pr list --json ...,files``) output. Every field is checked: a value
+    of the wrong type, a time that is not ISO 8601, a number that is not a positive integer or
+    that appears twice is an :class:`InputError` naming the element and the field (the sync
+    reports it, and nothing of the export is stored), never a crash."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -112,44 +115,117 @@ def load_gh_export(path: Path, *, prs: bool) -> list[Record]:
     if not isinstance(data, list):
         raise InputError(f"{path}: a gh export is a JSON list, got {type(data).__name__}")
     out: list[Record] = []
-    for obj in data:
+    seen: set[int] = set()
+    for i, obj in enumerate(data):
         if not isinstance(obj, dict) or "number" not in obj:
             raise InputError(f"{path}: every element needs a number: {str(obj)[:80]}")
-        author = obj.get("author") or {}
-        comments = [
+        record = _export_record(obj, prs, _ExportField(path, i, obj.get("number")))
+        if record.number in seen:
+            raise InputError(f"{path}: number {record.number} appears more than once")
+        seen.add(record.number)
+        out.append(record)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _ExportField:
+    """Where a value of a gh export sits, for the error that names it."""
+
+    path: Path
+    index: int
+    number: object
+
+    def error(self, name: str, value: object, want: str) -> InputError:
+        return InputError(
+            f"{self.path}: element {self.index} (number {self.number!r}): {name} {value!r:.60} "
+            f"is not {want}"
+        )
+
+    def text(self, obj: Mapping[str, Any], name: str) -> str:
+        value = obj.get(name)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self.error(name, value, "a string")
+        return value
+
+    def time(self, obj: Mapping[str, Any], name: str) -> str:
+        value = self.text(obj, name)
+        try:
+            parse_time(value)
+        except (ValueError, OverflowError):
+            raise self.error(name, value, "an ISO 8601 time (2024-01-02T03:04:05Z)") from None
+        return value
+
+    def count(self, value: object, name: str, *, positive: bool = False) -> int:
+        if value is None and not positive:
+            return 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < int(positive):
+            want = "a positive integer" if positive else "an integer of 0 or more"
+            raise self.error(name, value, want)
+        return value
+
+    def items(self, obj: Mapping[str, Any], name: str) -> list[Any]:
+        value = obj.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(name, value, "a list")
+        return value
+
+    def login(self, value: object, name: str) -> str:
+        """gh writes an author as ``{"login": ...}``; a plain name is taken as the login."""
+        if value is None or isinstance(value, str):
+            return value or ""
+        if isinstance(value, dict):
+            return self.text(value, "login")
+        raise self.error(name, value, 'an author ({"login": ...})')
+
+
+def _export_record(obj: Mapping[str, Any], prs: bool, at: _ExportField) -> Record:
+    comments = []
+    for c in at.items(obj, "comments"):
+        if not isinstance(c, dict):
+            raise at.error("a comment", c, "an object")
+        comments.append(
             (
-                str((c.get("author") or {}).get("login") or ""),
-                str(c.get("createdAt") or ""),
-                str(c.get("body") or ""),
-            )
-            for c in obj.get("comments") or []
-            if isinstance(c, dict)
-        ]
-        files = [
-            (str(f.get("path")), int(f.get("additions") or 0), int(f.get("deletions") or 0))
-            for f in obj.get("files") or []
-            if isinstance(f, dict) and f.get("path")
-        ]
-        out.append(
-            Record(
-                number=int(obj["number"]),
-                title=str(obj.get("title") or ""),
-                body=str(obj.get("body") or ""),
-                state=str(obj.get("state") or "").lower(),
-                url=str(obj.get("url") or ""),
-                created=str(obj.get("createdAt") or ""),
-                updated=str(obj.get("updatedAt") or obj.get("createdAt") or ""),
-                author=str(author.get("login") or "") if isinstance(author, dict) else "",
-                labels=[
-                    str(lb.get("name") if isinstance(lb, dict) else lb)
-                    for lb in obj.get("labels") or []
-                ],
-                comments=comments,
-                files=files,
-                is_pr=prs,
+                at.login(c.get("author"), "a comment's author"),
+                at.time(c, "createdAt"),
+                at.text(c, "body"),
             )
         )
-    return out
+    files = []
+    for f in at.items(obj, "files"):
+        if not isinstance(f, dict) or not isinstance(f.get("path"), str) or not f["path"]:
+            raise at.error("a file", f, 'an object with a "path"')
+        files.append(
+            (
+                f["path"],
+                at.count(f.get("additions"), "additions"),
+                at.count(f.get("deletions"), "deletions"),
+            )
+        )
+    labels = []
+    for lb in at.items(obj, "labels"):
+        name = lb.get("name") if isinstance(lb, dict) else lb
+        if not isinstance(name, str):
+            raise at.error("a label", lb, 'a name or {"name": ...}')
+        labels.append(name)
+    created = at.time(obj, "createdAt")
+    return Record(
+        number=at.count(obj.get("number"), "number", positive=True),
+        title=at.text(obj, "title"),
+        body=at.text(obj, "body"),
+        state=at.text(obj, "state").lower(),
+        url=at.text(obj, "url"),
+        created=created,
+        updated=at.time(obj, "updatedAt") or created,
+        author=at.login(obj.get("author"), "author"),
+        labels=labels,
+        comments=comments,
+        files=files,
+        is_pr=prs,
+    )
 
 
 def _next_link(header: str | None) -> str | None:

@@ -82,6 +82,8 @@ class SourceSet:
         self.saved = load_source_config(self.context)
         factories = source_factories()
         self.sources: dict[str, Source] = {}
+        self._failed: set[str] = set()
+        """Sources whose last sync failed (their options are not saved)."""
         self._history: Source | None = None
         self.settings: dict[str, SourceSettings] = {}
         for name in names:
@@ -132,14 +134,27 @@ class SourceSet:
         try:
             rep = src.sync()
         except RagError as exc:  # one source's failure (not a git repository, a bad export)
-            # is reported; the others still sync
-            rep = SyncReport(name, status="error", error=str(exc))
+            # is reported; the others still sync. What the source held is kept: the report
+            # counts it, and the options that failed are not saved (_save_config)
+            rep = SyncReport(name, status="error", error=str(exc), total=self._held(src))
+            self._failed.add(name)
         rep.seconds = rep.seconds or time.perf_counter() - t0
         return rep
+
+    @staticmethod
+    def _held(src: Source) -> int:
+        """How many items the source holds now (0 when that cannot be read either)."""
+        try:
+            items = src.freshness().get("items")
+        except (RagError, OSError):
+            return 0
+        return items if isinstance(items, int) else 0
 
     def _save_config(self) -> None:
         config = dict(self.saved)
         for name in self.sources:
+            if name in self._failed:  # a bad export path is not remembered for next time
+                continue
             config[name] = {
                 k: v
                 for k, v in self.settings[name].options.items()

@@ -201,6 +201,8 @@ def fuse_sources(
     source_of: dict[str, str] = {}
     lists: dict[str, list[tuple[str, float]]] = {}
     for name, hits in results.items():
+        if weights.get(name, 0.0) <= 0:  # a weight of 0 leaves the source's items out
+            continue
         seq: list[tuple[str, float]] = []
         for h in hits:
             uid = f"{name}\x00{h.id}"

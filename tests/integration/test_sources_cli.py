@@ -210,3 +210,24 @@ def test_until_a_date_keeps_that_day_and_weight_0_leaves_a_source_out(repo: Path
         "--source-weight", "code=0", "--json", check=True,
     )  # fmt: skip
     assert {h["source"] for h in json.loads(out.stdout)["hits"]} == {"commits"}
+
+
+def test_a_docs_section_is_dated_by_its_file_s_last_commit(tmp_path: Path) -> None:
+    """A fresh clone gave every docs section the clone time (file mtime): ``--until`` found
+    nothing and every section got the full recency boost. Committed files now carry their
+    newest commit's time; a file with changes not committed keeps its modification time."""
+    from datetime import UTC, datetime
+
+    root = make_repo(tmp_path / "repo")
+    guide = root / "docs" / "guide.md"
+    guide.touch()  # as a clone leaves it: modified now, committed long ago
+    edited = root / "docs" / "api.rst"
+    edited.write_text(edited.read_text() + "\nMore about sessions.\n")
+    run_cli("index", str(root), "--model", "hashing", "--sources", "code,docs", check=True)
+    out = run_cli(
+        "search", "install the package sessions", "--index-dir", str(root / ".ragloom"),
+        "--sources", "docs", "-k", "10", "--json", check=True,
+    )  # fmt: skip
+    dates = {h["paths"][0]: h["date"] for h in json.loads(out.stdout)["hits"]}
+    assert dates["docs/guide.md"] == datetime(2024, 1, 1, 12, tzinfo=UTC).timestamp()
+    assert dates["docs/api.rst"] > datetime(2025, 1, 1, tzinfo=UTC).timestamp()

@@ -37,6 +37,7 @@ __all__ = [
     "git_status",
     "head_state",
     "ignored_by_work_tree",
+    "last_commit_times",
     "path_role",
     "read_log",
     "resolve_commit",
@@ -424,6 +425,50 @@ def dirty_paths(
     if code != 0:
         return None
     return _under(state.prefix, _porcelain_paths(out))
+
+
+_TIMES_BATCH = 200
+"""Paths per ``git log`` of :func:`last_commit_times` (the command line has a length limit)."""
+
+
+def last_commit_times(root: Path, paths: Sequence[str]) -> dict[str, float]:
+    """The committer time of the newest commit that changed each of ``paths`` (relative to
+    ``root``, ``/``-separated), for those git knows; {} outside a work tree. One ``git log
+    --name-only`` per :data:`_TIMES_BATCH` paths, read as it streams and stopped once every path
+    of the batch was seen (the newest commits come first), so a long history costs little."""
+    out: dict[str, float] = {}
+    wanted = sorted(set(paths))
+    for start in range(0, len(wanted), _TIMES_BATCH):
+        batch = wanted[start : start + _TIMES_BATCH]
+        left = set(batch)
+        try:
+            proc = subprocess.Popen(
+                ["git", "-c", "core.quotepath=off", "log", "--format=%x00%ct", "--name-only",
+                 "--no-renames", "--relative", "--", *(f":(literal){p}" for p in batch)],
+                cwd=root, env=_env(None), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        except OSError:
+            return out
+        assert proc.stdout is not None
+        when = 0.0
+        try:
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                if line.startswith("\x00"):
+                    try:
+                        when = float(line[1:])
+                    except ValueError:
+                        when = 0.0
+                elif line in left and when:
+                    out[line] = when
+                    left.discard(line)
+                    if not left:
+                        break
+        finally:
+            proc.stdout.close()
+            proc.kill()
+            proc.wait()
+    return out
 
 
 def changed_paths(root: Path, old_head: str, new_head: str) -> set[str] | None:

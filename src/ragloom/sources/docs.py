@@ -13,7 +13,9 @@ hits whose file the docs source holds, so a section is counted once, with the do
 
 Sync is incremental by file: a document whose size, mtime and hash are unchanged is skipped; a
 changed one has its sections replaced; a removed one has them deleted. The item date is the
-file's modification time (a fresh clone gives every file the clone time: docs/sources.md).
+time of the newest commit that changed the file, in a git work tree, and the file's
+modification time for a file with changes not committed or outside git (a fresh clone gave
+every file the clone time before 2026-11-28: docs/sources.md).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ragloom.ingest.walker import walk
+from ragloom.ingest.git import dirty_paths, git_dir_of, last_commit_times
+from ragloom.ingest.walker import SourceFile, walk
 from ragloom.sources.base import (
     SourceContext,
     SourceSettings,
@@ -244,6 +247,20 @@ class DocsSource(StoredSource):
     def __init__(self, context: SourceContext) -> None:
         super().__init__(context, SourceSettings())
 
+    def _dates(self, rels: list[str]) -> dict[str, float]:
+        """Each document's newest commit time, for those committed as they are now (a file
+        with changes not committed keeps its modification time)."""
+        root = self.context.root
+        if not rels or git_dir_of(root) is None:
+            return {}
+        dirty = dirty_paths(root, exclude=[self.context.index_dir]) or set()
+        clean = [
+            r
+            for r in rels
+            if r not in dirty and not any(r.startswith(d) for d in dirty if d.endswith("/"))
+        ]
+        return last_commit_times(root, clean)
+
     def sync(self) -> SyncReport:
         t0 = time.perf_counter()
         report = SyncReport(self.name)
@@ -252,6 +269,7 @@ class DocsSource(StoredSource):
         seen: set[str] = set()
         pending: list[Item] = []
         changed: dict[str, str] = {}
+        todo: list[tuple[SourceFile, str, str, str]] = []
         for sf in walk(self.context.root, index_dir=self.context.index_dir).files:
             kind = doc_kind(sf.rel)
             if kind is None:
@@ -264,14 +282,16 @@ class DocsSource(StoredSource):
             digest = hashlib.sha256(data).hexdigest()[:32]
             if store.get_meta(f"file:{sf.rel}") == digest and sf.rel in known:
                 continue
-            text = data.decode("utf-8", "replace")
+            todo.append((sf, kind, digest, data.decode("utf-8", "replace")))
+        dates = self._dates([sf.rel for sf, *_ in todo])
+        for sf, kind, digest, text in todo:
             items = [
                 Item(
                     id=f"{sf.rel}#{i}",
                     kind="section",
                     title=sec.title or sf.rel,
                     text=sec.text,
-                    date=sf.mtime,
+                    date=dates.get(sf.rel, sf.mtime),
                     url=None,
                     paths=(sf.rel,),
                     attribution={

@@ -212,3 +212,43 @@ def test_eval_cli_reports_bad_dataset(tmp_path: Path) -> None:
     res = CliRunner().invoke(eval_cmd, ["--dataset", str(tmp_path / "d.jsonl")])
     assert res.exit_code == 3
     assert "d.jsonl:1:" in res.output
+
+
+def test_gold_files_the_index_lacks_and_a_short_top_k_are_noted() -> None:
+    """A user trial: gold paths the index does not hold (a typo, a file since removed) gave
+    MRR 0 with no word of why."""
+
+    class Store:
+        @staticmethod
+        def files() -> dict[str, object]:
+            return {"a.py": object(), "c.py": object()}
+
+    index = FakeIndex(False)
+    index.retriever = type("Rt", (), {"store": Store()})()  # type: ignore[attr-defined]
+    rep = run_eval(index, QUERIES, ["sparse"], top_k=5, assembly_budgets=())
+    (gold,) = [n for n in rep.notes if "not in the index" in n]
+    assert gold.startswith("1 gold file of 1 question not in the index") and "b.py" in gold
+    assert "--top-k 5: the @10 metrics see only 5 hits per question" in rep.notes
+    rep = run_eval(FakeIndex(False), QUERIES, ["sparse"], top_k=10, assembly_budgets=())
+    assert not any("not in the index" in n or "--top-k" in n for n in rep.notes)
+
+
+def test_eval_cli_checks_its_output_paths_before_running(tmp_path: Path) -> None:
+    from ragloom.cli.eval import eval_cmd, eval_data_cmd
+
+    (tmp_path / "d.jsonl").write_text('{"id": "x", "query": "q", "gold_files": ["a.py"]}\n')
+    res = CliRunner().invoke(
+        eval_cmd,
+        ["--dataset", str(tmp_path / "d.jsonl"), "--runs-out", str(tmp_path / "no" / "r.jsonl")],
+    )
+    assert res.exit_code == 3 and "does not exist" in res.output
+    assert not (tmp_path / "no").exists()
+    (tmp_path / "file").write_text("")
+    res = CliRunner().invoke(
+        eval_cmd, ["--dataset", str(tmp_path / "d.jsonl"), "--report", str(tmp_path / "file")]
+    )
+    assert res.exit_code == 2 and "is a file" in res.output
+    bad = CliRunner().invoke(
+        eval_data_cmd, ["--out", str(tmp_path / "out"), "--packages", "json,nosuchpkg"]
+    )
+    assert bad.exit_code == 3 and not (tmp_path / "out").exists()

@@ -63,16 +63,23 @@ def _print_table(report: Any) -> None:
     multiple=True,
     help=f"Strategy to evaluate (repeatable) [{', '.join(DEFAULT_STRATEGIES)}].",
 )
-@click.option("-k", "--top-k", type=int, default=20, show_default=True, help="Hits per query.")
+@click.option(
+    "-k",
+    "--top-k",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Hits per query.",
+)
 @click.option(
     "--runs-out",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, dir_okay=False),
     help="Write one JSON line per query and strategy: id, strategy, files, hits.",
 )
 @click.option(
     "--report",
     "report_dir",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, file_okay=False),
     help="Write summary.md, report.html and chart PNGs to this folder.",
 )
 @click.option("--no-assembly", is_flag=True, help="Skip assembly coverage (faster).")
@@ -91,12 +98,14 @@ def eval_cmd(
     no_progress: bool,
 ) -> None:
     """Score retrieval on a dataset, every strategy side by side."""
-    from ragloom.errors import ConfigError
+    from ragloom.errors import ConfigError, InputError
     from ragloom.eval.dataset import load_dataset
     from ragloom.eval.report import write_report
     from ragloom.eval.runner import ASSEMBLY_BUDGETS, run_eval, write_runs
 
     dataset = load_dataset(dataset_path)
+    if runs_out is not None and not runs_out.parent.is_dir():  # before the run, not after it
+        raise InputError(f"--runs-out {runs_out}: the folder {runs_out.parent} does not exist")
     idx = open_for_read(str(index_dir) if index_dir else None)
     names = [s.strip().lower() for s in strategies] or list(DEFAULT_STRATEGIES)
     show = not no_progress and sys.stderr.isatty()
@@ -141,12 +150,12 @@ def eval_cmd(
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, file_okay=False),
     help="Output folder: corpus/, docstring.jsonl, identifier.jsonl.",
 )
 @click.option(
     "--max-queries",
-    type=int,
+    type=click.IntRange(min=1),
     default=DEFAULT_MAX_QUERIES,
     show_default=True,
     help="Cap per dataset (seeded sample).",

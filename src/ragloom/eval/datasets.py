@@ -306,7 +306,8 @@ def build_datasets(
     if not packages:
         raise InputError("no packages selected")
     root = Path(source_root) if source_root is not None else stdlib_root()
-    out = Path(out_dir)
+    by_package = {pkg: _package_files(root, pkg) for pkg in sorted(dict.fromkeys(packages))}
+    out = Path(out_dir)  # nothing is written before every package was found
     corpus = out / "corpus"
     if corpus.exists():
         shutil.rmtree(corpus)
@@ -314,8 +315,8 @@ def build_datasets(
     functions: list[FunctionDoc] = []
     skipped: list[str] = []
     files = 0
-    for package in sorted(dict.fromkeys(packages)):
-        for abs_path, rel in _package_files(root, package):
+    for package_files in by_package.values():
+        for abs_path, rel in package_files:
             data = abs_path.read_bytes()
             dest = corpus / rel
             dest.parent.mkdir(parents=True, exist_ok=True)

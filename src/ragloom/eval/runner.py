@@ -304,6 +304,7 @@ def run_eval(
         assembly_budgets=budgets,
         assembly_available=None if not budgets else True,
     )
+    report.notes.extend(_dataset_notes(index, dataset, top_k))
     tick = progress or (lambda *_: None)
     warmup = dataset[0].query if dataset else "warm up"
     for name in names:
@@ -385,10 +386,36 @@ def _coverage(
     return m.assembly_coverage(files, q.gold_files)
 
 
+def _dataset_notes(index: Any, dataset: Sequence[EvalQuery], top_k: int) -> list[str]:
+    """What a reader of the figures should know about the dataset against this index: gold
+    files the index does not hold (a path written ``./pkg/a.py``, absolute, with ``\\``, or of a
+    file since removed: each counts as a miss for every strategy), and @10 metrics measured on
+    fewer than 10 hits."""
+    notes: list[str] = []
+    try:
+        held = set(index.retriever.store.files())
+    except Exception:  # a backend that cannot list its files: no check, no note
+        held = None
+    if held is not None:
+        missing = [(q.id, g) for q in dataset for g in q.gold_files if g not in held]
+        if missing:
+            asked = {qid for qid, _ in missing}
+            shown = ", ".join(f"{qid}: {g!r}" for qid, g in missing[:3])
+            files = f"{len(missing)} gold file" + ("s" if len(missing) > 1 else "")
+            of = f"{len(asked)} question" + ("s" if len(asked) > 1 else "")
+            notes.append(
+                f"{files} of {of} not in the index, so counted as misses ({shown}"
+                f"{', ...' if len(missing) > 3 else ''}); gold paths are relative to the indexed "
+                "root, with / separators"
+            )
+    if top_k < MRR_K:
+        notes.append(f"--top-k {top_k}: the @{MRR_K} metrics see only {top_k} hits per question")
+    return notes
+
+
 def write_runs(report: EvalReport, path: str | os.PathLike[str]) -> int:
     """Write one JSON line per (query, strategy): the ranked run file; returns lines written."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("w", encoding="utf-8") as fh:
         for row in report.results:
             fh.write(json.dumps(row.to_run_line(), ensure_ascii=False) + "\n")

@@ -128,9 +128,10 @@ class CodeGraph:
 
     def definition_at(self, path: str, line: int) -> Definition | None:
         """The innermost definition of ``path`` whose lines hold ``line`` (a module's
-        remainder when no definition does and the file has one)."""
+        remainder when no definition does and the file has one); None past the file's last
+        indexed line (``command.go:99999`` used to answer the module)."""
         ids = self._by_path.get(path)
-        if not ids:
+        if not ids or line < 1 or line > max(self.defs[i].end_line for i in ids):
             return None
         best: Definition | None = None
         k = bisect.bisect_right(self._starts[path], line)

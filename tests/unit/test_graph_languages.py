@@ -1,0 +1,118 @@
+"""The code graph in a polyglot repository (a user trial's monorepo of Go, Rust, Java,
+TypeScript, JavaScript and Python): names never resolve across languages, locals and fields
+never resolve to methods of the same name, and a Rust ``use super::...`` inside ``mod tests``
+does not hide the file's own types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ragloom
+from ragloom.graph import CodeGraph
+
+FILES = {
+    # JavaScript: an unknown receiver's `send` (express's `res.send`)
+    "web/app.js": "function handle(req, res) {\n  res.send('ok');\n  return res;\n}\n",
+    # Rust: a method `send`, a top-level `args`, a field and a method both named `defaults`
+    "core/src/worker.rs": (
+        "pub struct Worker { defaults: u32 }\n\n"
+        "impl Worker {\n"
+        "    pub fn send(&self) -> u32 { self.defaults }\n"
+        "    pub fn defaults(&self) -> u32 { 1 }\n"
+        "    pub fn both(&self) -> u32 { self.defaults() + self.defaults }\n"
+        "}\n\n"
+        "pub fn args() -> u32 { 2 }\n"
+    ),
+    "core/src/main.rs": ("fn run(args: u32) -> u32 {\n    let total = args + 1;\n    total\n}\n"),
+    # Rust: `use super::...` in the file's test module
+    "glob/src/glob.rs": (
+        "pub struct GlobBuilder { pat: u32 }\n\n"
+        "impl GlobBuilder {\n"
+        "    pub fn new(pat: u32) -> GlobBuilder { GlobBuilder { pat } }\n"
+        "}\n\n"
+        "pub fn build() -> GlobBuilder {\n    GlobBuilder::new(3)\n}\n\n"
+        "#[cfg(test)]\n"
+        "mod tests {\n"
+        "    use super::{GlobBuilder};\n\n"
+        "    #[test]\n"
+        "    fn makes() {\n        let _ = GlobBuilder::new(1);\n    }\n"
+        "}\n"
+    ),
+    # Java: a local variable named like a method of the class
+    "java/src/ReaderTest.java": (
+        "public class ReaderTest {\n"
+        "  Object reader() { return null; }\n"
+        "  int count() {\n"
+        "    Object reader = reader();\n"
+        "    return reader.hashCode();\n"
+        "  }\n"
+        "}\n"
+    ),
+    # Go: a parameter named like a Rust function
+    "go/cmd/main.go": "package main\n\nfunc Run(args []string) int {\n\treturn len(args)\n}\n",
+    # TypeScript: an unknown receiver's method is still found in JavaScript (one family)
+    "web/lib.js": "function render(view) {\n  return view;\n}\nmodule.exports = { render };\n",
+    "web/page.ts": "export function show(app: any) {\n  return app.render(1);\n}\n",
+}
+
+
+def _graph(tmp_path: Path) -> CodeGraph:
+    for rel, text in FILES.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    idx = ragloom.open(tmp_path, embedder="hashing")
+    idx.index(embed=False, history=False)
+    return idx.graph()
+
+
+def _edges(g: CodeGraph) -> set[tuple[str, str, float]]:
+    e = g.edges
+    return {
+        (
+            f"{g.defs[int(e.src[j])].path}:{g.defs[int(e.src[j])].symbol}",
+            f"{g.defs[int(e.dst[j])].path}:{g.defs[int(e.dst[j])].symbol}",
+            round(float(e.conf[j]), 2),
+        )
+        for j in range(g.edge_count)
+    }
+
+
+def test_names_resolve_within_a_language_family_and_scope(tmp_path: Path) -> None:
+    g = _graph(tmp_path)
+    edges = _edges(g)
+    by_src: dict[str, set[str]] = {}
+    for src, dst, _ in edges:
+        by_src.setdefault(src, set()).add(dst)
+    lang = {d.path: d.language for d in g.defs}
+    family = {"javascript": "js", "typescript": "js", "tsx": "js"}
+    for src, dst, conf in edges:  # no edge crosses languages (JS and TS are one family)
+        a, b = lang[src.split(":")[0]], lang[dst.split(":")[0]]
+        assert family.get(a, a) == family.get(b, b), (src, dst, conf)
+    # an unknown receiver's method, found by name in the same family
+    assert "web/lib.js:render" in by_src.get("web/page.ts:show", set())
+    # locals and parameters are not functions of that name elsewhere
+    assert not by_src.get("core/src/main.rs:run")
+    assert not by_src.get("go/cmd/main.go:Run")
+    # Java: the local `reader` read is not the method; the call `reader()` is
+    count = [dst for src, dst, _ in edges if src == "java/src/ReaderTest.java:ReaderTest.count"]
+    assert count == ["java/src/ReaderTest.java:ReaderTest.reader"]
+    # Rust: the field read `self.defaults` is not the method; the call `self.defaults()` is
+    assert "core/src/worker.rs:Worker.defaults" not in by_src.get(
+        "core/src/worker.rs:Worker.send", set()
+    )
+    assert "core/src/worker.rs:Worker.defaults" in by_src["core/src/worker.rs:Worker.both"]
+
+
+def test_a_rust_test_module_import_does_not_hide_the_file_s_own_types(tmp_path: Path) -> None:
+    g = _graph(tmp_path)
+    (new,) = g.definitions("GlobBuilder.new")
+    callers = {d.symbol for d, _ in g.callers(new.id)}
+    assert {"build", "tests.makes"} <= callers or {"build", "makes"} <= callers, callers
+
+
+def test_a_line_past_the_end_of_a_file_is_no_definition(tmp_path: Path) -> None:
+    g = _graph(tmp_path)
+    assert g.definition_at("go/cmd/main.go", 4) is not None
+    assert g.definition_at("go/cmd/main.go", 99999) is None
+    assert g.definition_at("go/cmd/main.go", 0) is None

@@ -383,3 +383,33 @@ def test_index_counts_files_vanishing_between_walk_and_read(
     assert stats.files_scanned == 1
     assert stats.files_skipped["vanished"] == 1
     assert stats.files_skipped["unreadable"] == 1
+
+
+def test_a_file_git_tracks_is_walked_even_where_a_rule_ignores_it(tmp_path: Path) -> None:
+    """git never ignores a tracked file (``git add -f``, or a rule added after the file): a
+    user trial's zod ``package.json`` was skipped as ``gitignored`` under ``**/package.json``."""
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tmp_path, check=True, capture_output=True,
+        )  # fmt: skip
+
+    (tmp_path / "gen.py").write_text("def tracked_but_ignored():\n    return 1\n")
+    (tmp_path / "out" / "sub").mkdir(parents=True)
+    (tmp_path / "out" / "sub" / "kept.py").write_text("KEPT = 1\n")
+    (tmp_path / "out" / "sub" / "other.py").write_text("OTHER = 1\n")
+    (tmp_path / "loose.py").write_text("LOOSE = 1\n")
+    (tmp_path / ".gitignore").write_text("gen.py\nout/\nloose.py\n")
+    git("init", "-q")
+    git("add", "-f", "gen.py", "out/sub/kept.py", ".gitignore")
+    git("commit", "-qm", "x")
+    result = walk(tmp_path)
+    assert [f.rel for f in result.files] == [".gitignore", "gen.py", "out/sub/kept.py"]
+    assert result.skipped["gitignored"] == 2  # out/sub/other.py, loose.py: not tracked
+    plain = tmp_path.parent / "plain"  # the same tree outside git: the rules alone decide
+    plain.mkdir()
+    (plain / "gen.py").write_text("x = 1\n")
+    (plain / ".gitignore").write_text("gen.py\n")
+    assert [f.rel for f in walk(plain).files] == [".gitignore"]

@@ -18,8 +18,6 @@ from ragloom.cli.app import echo_json, handle_errors
 from ragloom.cli.backend import backend_options, open_read
 from ragloom.cli.feedback import log_answer
 from ragloom.cli.sources import (
-    CODE_FILTER_MIN,
-    CODE_FILTER_OVERFETCH,
     checked_source_args,
     filter_code_hits,
     query_source_options,
@@ -100,11 +98,10 @@ def search_cmd(
     if source_args.get("sources"):  # several sources (ragloom.cli.sources)
         run_search(idx, query, top_k, strategy, explain, as_json, source_args, _hit_json)
         return
-    from ragloom.retrieve.search import MAX_TOP_K
+    from ragloom.sources.code import filtered_depth
 
     filtered = bool(source_args.get("path_globs") or source_args.get("languages"))
-    overfetch = max(top_k * CODE_FILTER_OVERFETCH, CODE_FILTER_MIN)
-    asked = min(overfetch, MAX_TOP_K) if filtered else top_k
+    asked = filtered_depth(top_k) if filtered else top_k
     result = idx.search(query, top_k=asked, strategy=strategy, explain=explain)
     if filtered:
         result.hits = filter_code_hits(result.hits, source_args, top_k)

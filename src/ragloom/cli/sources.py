@@ -120,7 +120,7 @@ def checked_source_args(args: dict[str, Any]) -> dict[str, Any]:
 def filter_code_hits(hits: list[Any], args: dict[str, Any], top_k: int) -> list[Any]:
     """``--path`` and ``--language`` on the code index alone (no ``--sources``): the hits
     whose file matches a glob and whose language is one named, best first, at most
-    ``top_k`` (the search asked more: :data:`CODE_FILTER_OVERFETCH`)."""
+    ``top_k`` (the search asked more: :func:`ragloom.sources.code.filtered_depth`)."""
     globs = tuple(args.get("path_globs") or ())
     langs = tuple(args.get("languages") or ())
     kept = [
@@ -130,12 +130,6 @@ def filter_code_hits(hits: list[Any], args: dict[str, Any], top_k: int) -> list[
         and (not langs or h.language in langs)
     ]
     return kept[:top_k]
-
-
-CODE_FILTER_OVERFETCH = 4
-"""``--path``/``--language`` without ``--sources``: hits asked per hit shown (as the code
-source over-fetches before its filters), and at least :data:`CODE_FILTER_MIN`."""
-CODE_FILTER_MIN = 50
 
 
 def query_source_options(fn: F) -> F:

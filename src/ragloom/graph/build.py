@@ -81,6 +81,8 @@ _FUNCTION_KINDS = frozenset({"function", "method"})
 
 def _family(language: str) -> str:
     return _FAMILY.get(language, language)
+
+
 _KIND_CODE = {k: i for i, k in enumerate(REF_KINDS)}
 _IMPORT = _KIND_CODE["import"]
 _INHERIT = _KIND_CODE["inherit"]

@@ -1,6 +1,7 @@
 """Walk a repository root and decide, for every file, whether to index it and why not.
 
-Honours ``.gitignore`` files at every level (git's own matching rules via ``pathspec``) and
+Honours ``.gitignore`` files at every level (git's own matching rules via ``pathspec``; a file
+git tracks is indexed even where a rule matches it, as git never ignores one) and
 ``.ragloomignore`` files with the same syntax; skips vendored and build folders, the index
 folder, binaries, files above the size cap, secret-looking files and symlinks. Every entry the
 walk meets is either listed or counted under exactly one skip reason, and no single entry can
@@ -316,6 +317,23 @@ def _link_reason(path: str, parent: str, root: str) -> str:
 _Spec = tuple[str, pathspec.GitIgnoreSpec, str]
 
 
+def _tracked_but_ignored(root: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Files git tracks although an ignore rule matches them (``git add -f``, or a rule added
+    later), relative to ``root``, and every folder above them: git never ignores a tracked
+    file, and neither does the walk. One ``git ls-files`` (a few ms); empty sets outside a
+    work tree or without git."""
+    from ragloom.ingest.git import run_git
+
+    code, out = run_git(
+        ["ls-files", "-z", "--cached", "--ignored", "--exclude-standard"], Path(root)
+    )
+    if code != 0 or not out:
+        return frozenset(), frozenset()
+    files = frozenset(p for p in out.split("\0") if p and not p.startswith("../"))
+    dirs = {p.rsplit("/", i)[0] for p in files for i in range(1, p.count("/") + 1)}
+    return files, frozenset(dirs)
+
+
 def walk(
     root: Path,
     *,
@@ -331,6 +349,7 @@ def walk(
     index_real = os.path.realpath(index_dir) if index_dir is not None else None
     result = WalkResult()
     skipped = result.skipped
+    tracked, tracked_dirs = _tracked_but_ignored(root_real)
 
     def ignored(specs: tuple[_Spec, ...], rel: str, is_dir: bool) -> str | None:
         for base, spec, reason in specs:
@@ -343,6 +362,8 @@ def walk(
 
     def file_reason(specs: tuple[_Spec, ...], path: str, name: str, rel: str) -> str | None:
         reason = ignored(specs, rel, False)
+        if reason == "gitignored" and rel in tracked:
+            reason = None  # git's rule: a tracked file is never ignored
         if reason:
             return reason
         if SECRET_PATTERNS.match_file(name):
@@ -386,6 +407,8 @@ def walk(
                         skipped["excluded_dir"] += 1
                         continue
                     reason = ignored(specs, rel, True)
+                    if reason == "gitignored" and rel in tracked_dirs:
+                        reason = None  # it holds tracked files (its others stay ignored)
                     if reason:
                         skipped[reason] += 1
                         continue

@@ -31,9 +31,21 @@ from ragloom.sources.base import (
 )
 from ragloom.types import Hit
 
-__all__ = ["CodeIndex", "CodeSource"]
+__all__ = ["CodeIndex", "CodeSource", "filtered_depth"]
 
-_FILTER_OVERFETCH = 4
+FILTER_OVERFETCH = 4
+"""With a path or language filter, hits asked per hit answered ..."""
+FILTER_MIN = 50
+"""... and at least this many (a scoped question in a monorepo: the first few hits of the
+whole index rarely lie in the scope) ..."""
+FILTER_MAX = 200
+"""... and at most this many."""
+
+
+def filtered_depth(top_k: int) -> int:
+    """How many code hits to rank when ``top_k`` must pass a path or language filter (the
+    code source and ``ragloom search --path`` ask the same, so they answer the same)."""
+    return max(top_k, min(max(top_k * FILTER_OVERFETCH, FILTER_MIN), FILTER_MAX))
 
 
 class _Counts(Protocol):
@@ -123,7 +135,7 @@ class CodeSource:
 
     def _search(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
         flt = options.filter
-        k = options.top_k if flt.empty else min(options.top_k * _FILTER_OVERFETCH, 200)
+        k = options.top_k if flt.empty else filtered_depth(options.top_k)
         result = self.index.search(
             query.text, top_k=k, strategy=self.strategy, explain=self.explain
         )

@@ -48,6 +48,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -101,10 +102,27 @@ OVERRIDE_SOURCE: Final = "override"
 MASK: Final = "**********"
 """What a secret shows as in any output (pydantic's own SecretStr rendering)."""
 
-_STRICT = ConfigDict(extra="forbid", validate_default=True)
+_STRICT = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
-class RankingSettings(BaseModel):
+class _Section(BaseModel):
+    """A settings section: unknown keys, infinities and NaN refused (``ttl_s = inf`` made
+    ``config show --json`` print ``Infinity``, which is not JSON), and a boolean is no number
+    (pydantic takes ``budget = true`` as 1)."""
+
+    model_config = _STRICT
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_number(cls, value: object, info: ValidationInfo) -> object:
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation in (int, float) or annotation == int | None or annotation == float | None:
+                raise ValueError(f"a number is needed, got {str(value).lower()}")
+        return value
+
+
+class RankingSettings(_Section):
     """Retrieval defaults (``ragloom search``, ``/search``, MCP ``search_code``)."""
 
     model_config = _STRICT
@@ -124,7 +142,7 @@ class RankingSettings(BaseModel):
             raise ValueError(exc.message) from exc
 
 
-class AssemblySettings(BaseModel):
+class AssemblySettings(_Section):
     """Context assembly defaults (``ragloom context``, ``/context``, MCP ``get_context``)."""
 
     model_config = _STRICT
@@ -159,7 +177,7 @@ class AssemblySettings(BaseModel):
         return key
 
 
-class CacheSettings(BaseModel):
+class CacheSettings(_Section):
     """Query-result and query-embedding caches (tamma phase 8: TTL 300 s, 1000 entries)."""
 
     model_config = _STRICT
@@ -170,7 +188,7 @@ class CacheSettings(BaseModel):
     embedding_max_entries: int = Field(default=1000, ge=1, description="query embeddings kept")
 
 
-class TimeoutSettings(BaseModel):
+class TimeoutSettings(_Section):
     """Time limits (tamma ``timeouts.total_ms`` 5000; the BM25 actor's own request timeout)."""
 
     model_config = _STRICT
@@ -179,7 +197,7 @@ class TimeoutSettings(BaseModel):
     bm25_ms: float = Field(default=DEFAULT_TIMEOUT_MS, gt=0, description="one BM25 actor request")
 
 
-class Bm25Settings(BaseModel):
+class Bm25Settings(_Section):
     """ploke's strict/lenient switch: strict fails a query the BM25 index cannot answer."""
 
     model_config = _STRICT
@@ -187,7 +205,7 @@ class Bm25Settings(BaseModel):
     strict: bool = False
 
 
-class EmbeddingSettings(BaseModel):
+class EmbeddingSettings(_Section):
     """The query embedding model; None uses the model the index was built with."""
 
     model_config = _STRICT
@@ -216,7 +234,7 @@ def resolve_workers(workers: int) -> int:
     return max(1, min(cpus, MAX_AUTO_WORKERS))
 
 
-class ServerSettings(BaseModel):
+class ServerSettings(_Section):
     """``ragloom serve http`` / ``serve mcp``: address, token, request limits, batching."""
 
     model_config = _STRICT
@@ -273,7 +291,7 @@ class ServerSettings(BaseModel):
         return None if isinstance(value, str) and value == "" else value
 
 
-class StorageSettings(BaseModel):
+class StorageSettings(_Section):
     """Where the index lives (docs/postgres.md): a ``.ragloom`` folder beside the code (the
     default, no server) or one repository in a PostgreSQL + pgvector database. Command-line
     ``--backend`` / ``--dsn`` / ``--repo`` win over these."""

@@ -609,3 +609,22 @@ def test_server_workers_from_the_environment_and_automatic(
     assert 1 <= resolve_workers(0) <= MAX_AUTO_WORKERS
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(16)))
     assert resolve_workers(0) == MAX_AUTO_WORKERS
+
+
+@pytest.mark.parametrize(
+    ("toml", "says"),
+    [
+        ("[assembly]\nbudget = true\n", "assembly.budget: a number is needed, got true"),
+        ("[cache]\nttl_s = inf\n", "cache.ttl_s: Input should be a finite number"),
+        ("[timeouts]\nquery_ms = nan\n", "timeouts.query_ms"),
+        ("[ranking]\ntop_k = false\n", "ranking.top_k: a number is needed, got false"),
+    ],
+)
+def test_no_boolean_numbers_and_no_infinities(tmp_path: Path, toml: str, says: str) -> None:
+    """A user trial: ``budget = true`` was taken as a budget of 1, and ``ttl_s = inf`` made
+    ``config show --json`` print ``Infinity``, which is not JSON."""
+    write(tmp_path / "ragloom.toml", toml)
+    assert says in config_error(tmp_path, env={})
+    write(tmp_path / "ragloom.toml", "[cache]\nenabled = false\nttl_s = 5\n")
+    settings = load_settings(tmp_path, env={"RAGLOOM_ASSEMBLY__BUDGET": "700"}).settings
+    assert settings.cache.enabled is False and settings.assembly.budget == 700

@@ -163,7 +163,7 @@ def search_cmd(
 )
 @click.option(
     "--budget",
-    type=int,
+    type=click.IntRange(min=1),
     default=8000,
     show_default=True,
     help="Token budget [config: assembly.budget].",

@@ -251,3 +251,34 @@ def test_ctrl_c_while_the_command_starts_is_quiet(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert b"Traceback" not in err, err.decode()[-1500:]
     assert proc.returncode == 130 and b"interrupted" in err
+
+
+def test_an_index_chunked_by_older_rules_is_parsed_again(tmp_path: Path) -> None:
+    """The chunking rules changed (``CHUNKER_VERSION`` 2: JavaScript functions assigned to
+    members are symbols). An index made before would keep its old chunks for every file that
+    does not change; its next update parses every file again, once, in one generation."""
+    from ragloom.index.indexer import CHUNKER_VERSION_META
+    from ragloom.index.store import Store
+    from ragloom.ingest.chunker import CHUNKER_VERSION
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "res.js").write_text(
+        "var res = {};\nres.send = function send(body) {\n  return body;\n};\n"
+    )
+    (root / "a.py").write_text("def f():\n    return 1\n")
+    with ragloom.Index(root, root / ".ragloom", embedder="hashing") as idx:
+        idx.index(history=False)
+        assert idx.status(freshness=False).chunks_by_kind.get("method") == 1
+    store = Store(root / ".ragloom" / "index.sqlite")
+    assert store.get_meta(CHUNKER_VERSION_META) == str(CHUNKER_VERSION)
+    store.set_meta(CHUNKER_VERSION_META, "1")  # as an index of the older rules says
+    store.close()
+    with ragloom.Index(root, root / ".ragloom", embedder="hashing") as idx:
+        again = idx.index(history=False)  # every file parsed and written anew
+        assert again.files_changed == 2 and again.chunks_removed == again.chunks_added == 3
+        quiet = idx.index(history=False)
+    assert quiet.files_changed == 0 and quiet.chunks_added == 0
+    store = Store(root / ".ragloom" / "index.sqlite")
+    assert store.get_meta(CHUNKER_VERSION_META) == str(CHUNKER_VERSION)
+    store.close()

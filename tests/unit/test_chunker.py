@@ -567,3 +567,33 @@ def test_windows_cover_every_line_once(lines: list[str], trailing_newline: bool)
             seen[ln - 1] += 1
     assert seen == [1] * n_lines
     assert len({c.id for c in chunks}) == len(chunks)
+
+
+def test_javascript_functions_assigned_to_members() -> None:
+    """CommonJS defines its API by assignment: express's ``res.send = function send()`` and
+    ``View.prototype.lookup = function lookup()`` stayed in the module remainder, where
+    ``defs``, ``callers``, the map and symbol search could not see them (a user trial)."""
+    src = (
+        b"'use strict';\n"
+        b"var res = Object.create(proto);\n"
+        b"module.exports = res;\n"
+        b"\n"
+        b"/**\n * Send a response.\n */\n"
+        b"res.send = function send(body) {\n  return this;\n};\n"
+        b"\n"
+        b"View.prototype.lookup = function lookup(name) {\n  return name;\n};\n"
+        b"exports.parse = function (s) { return s; };\n"
+        b"module.exports.format = (x) => x;\n"
+        b"a[b] = function () {};\n"
+        b"x = 5;\n"
+    )
+    got = [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunk_file("r.js", src, "h")]
+    assert got == [
+        ("method", "res.send", 5, 10),
+        ("method", "View.lookup", 12, 14),
+        ("function", "parse", 15, 15),
+        ("function", "format", 16, 16),
+        ("module", "r.js", 1, 18),
+    ]
+    named = chunk_file("app.js", b"module.exports = function createApplication() {\n};\n", "h")
+    assert [(c.kind, c.symbol) for c in named] == [("function", "createApplication")]

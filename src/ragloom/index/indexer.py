@@ -58,6 +58,7 @@ from ragloom.index.sync import (
 )
 from ragloom.index.sync import VectorsSpec as VectorsSpec
 from ragloom.index.vectors import HnswVectors
+from ragloom.ingest.chunker import CHUNKER_VERSION
 from ragloom.ingest.filegraph import FILE_GRAPH_VERSION, FileGraph
 from ragloom.ingest.ids import file_hash
 from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES, SourceFile, is_binary, walk
@@ -302,6 +303,12 @@ def update_index(
     worker = GraphWorker()
     try:
         known = store.files()
+        if known and not rebuild and store.get_meta(CHUNKER_VERSION_META) != str(CHUNKER_VERSION):
+            log.info(
+                "the chunking rules changed since this index was made: every file is parsed again",
+                extra={"chunker_version": CHUNKER_VERSION},
+            )
+            rebuild = True
         parsed, removed = scan_tree(
             root,
             index_dir,
@@ -315,11 +322,14 @@ def update_index(
         )
         if rebuild:
             removed = sorted(known)
-        return _apply_update(
+        done = _apply_update(
             root, index_dir, store, embedder, stats, parsed, removed, worker, t0, since,
             progress=progress, on_bm25_ready=on_bm25_ready, cache=cache,
             recent_only=recent_only, remove_first=rebuild,
         )  # fmt: skip
+        if store.get_meta(CHUNKER_VERSION_META) != str(CHUNKER_VERSION):
+            store.set_meta(CHUNKER_VERSION_META, str(CHUNKER_VERSION))
+        return done
     finally:
         worker.close()
 
@@ -460,6 +470,9 @@ def _apply_update(
     return stats
 
 
+CHUNKER_VERSION_META = "chunker_version"
+"""Meta key: the :data:`~ragloom.ingest.chunker.CHUNKER_VERSION` the index's chunks were made
+by (absent: an index made before the key, chunked by version 1)."""
 GRAPH_VERSION_META = "graph_version"
 """Meta key: the :data:`~ragloom.ingest.filegraph.FILE_GRAPH_VERSION` of the index's graph
 records."""

@@ -23,6 +23,7 @@ from ragloom.ingest.refs import extract_refs
 from ragloom.types import Chunk, ChunkKind, SourceKind
 
 __all__ = [
+    "CHUNKER_VERSION",
     "MAX_CHUNK_BYTES",
     "MAX_DESCEND_DEPTH",
     "MAX_HEADER_BYTES",
@@ -38,6 +39,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+CHUNKER_VERSION: Final = 2
+"""The chunking rules' version: an index chunked by another version is parsed again at its
+next update (every file, one generation, ``ragloom.index.indexer.update_index``). 2: JavaScript
+and TypeScript functions assigned to members (``res.send = function ...``) are symbols."""
 MAX_CHUNK_BYTES: Final = 6000
 """Largest chunk text before a symbol is split. ~6000 bytes of code is ~1500 BPE tokens:
 MiniLM-class embedders read only their first 256 tokens, so a longer chunk's tail is
@@ -535,9 +540,46 @@ class _Walker:
             stack.extend(reversed(n.named_children))
         return None
 
+    def _assigned_function(self, node: _Node, scope: list[str]) -> tuple[str, str | None] | None:
+        """A function assigned to a member, CommonJS style: ``res.send = function send() {}``
+        (``res.send``), ``View.prototype.lookup = function () {}`` (``View.lookup``, a method
+        of ``View``), ``exports.parse = ...`` and ``module.exports.parse = ...`` (``parse``),
+        ``module.exports = function createApplication() {}`` (its own name). None for any
+        other assignment, a computed member (``a[b] = ...``) or ``this.x = ...``."""
+        left = node.child_by_field_name("left")
+        right = node.child_by_field_name("right")
+        if left is None or right is None or right.type not in _JS_FUNC_VALUES:
+            return None
+        parts: list[str] = []
+        cur: _Node | None = left
+        while cur is not None and cur.type == "member_expression":
+            prop = cur.child_by_field_name("property")
+            if prop is None or prop.type != "property_identifier":
+                return None
+            parts.append(_txt(prop))
+            cur = cur.child_by_field_name("object")
+        if cur is None or cur.type != "identifier" or not parts:
+            return None
+        parts.append(_txt(cur))
+        parts.reverse()
+        if parts[:2] == ["module", "exports"]:
+            parts = parts[2:]
+        elif parts[0] == "exports":
+            parts = parts[1:]
+        parts = [x for x in parts if x != "prototype"]
+        if not parts:
+            own = right.child_by_field_name("name")
+            if own is None:
+                return None
+            parts = [_txt(own)]
+        name = ".".join([*scope, *parts])
+        return name, ".".join([*scope, *parts[:-1]]) if len(parts) > 1 else None
+
     def _function(self, node: _Node, scope: list[str]) -> tuple[str, str | None] | None:
         """(qualified name, receiver) of a function node, or None when it is no symbol."""
         lang = self.spec.name
+        if node.type == "assignment_expression":
+            return self._assigned_function(node, scope)
         if node.type in ("lexical_declaration", "variable_declaration"):
             decls = [c for c in node.named_children if c.type == "variable_declarator"]
             if len(decls) != 1:
@@ -671,6 +713,13 @@ class _Walker:
             if inner is None:
                 return
             node = inner
+        if (
+            node.type == "expression_statement"
+            and "assignment_expression" in spec.functions
+            and len(node.named_children) == 1
+            and node.named_children[0].type == "assignment_expression"
+        ):  # `a.b = function ...;`: the statement is the chunk, with the comment above it
+            node = node.named_children[0]
         ntype = node.type
         start = min(lead if lead is not None else outer.start_byte, outer.start_byte)
         if ntype in spec.functions:

@@ -81,6 +81,7 @@ _JS_FUNCTIONS: Final = frozenset(
         "method_definition",
         "lexical_declaration",  # only `const f = () => ...`; filtered by the chunker
         "variable_declaration",
+        "assignment_expression",  # only `a.b = function ...`; filtered by the chunker
     }
 )
 _TS_CONTAINERS: Final[dict[str, ChunkKind]] = {

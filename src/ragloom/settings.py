@@ -129,7 +129,7 @@ class RankingSettings(_Section):
 
     strategy: str = Field(
         default=DEFAULT_STRATEGY,
-        description="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed, +changes, +lookup, +no-STEP",
+        description="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed, +changes, +lookup, +learned, +handset, +graph, +no-STEP",
     )
     top_k: int = Field(default=10, ge=1, le=MAX_TOP_K, description="hits returned by a search")
 

@@ -175,7 +175,8 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
     if base not in STRATEGIES:
         raise ConfigError(
             f"unknown strategy {spec!r}; choose from {', '.join(STRATEGIES)} "
-            f"(optionally +raw, +seed, +changes, +lookup or +no-STEP, STEP in {_steps_hint()})"
+            f"(optionally +raw, +seed, +changes, +lookup, +learned, +handset, +graph or +no-STEP, "
+            f"STEP in {_steps_hint()})"
         )
     strategy = parse_strategy(base)
     qc = QueryConfig()

@@ -344,7 +344,7 @@ def request_models(limits: Limits) -> dict[str, type[BaseModel]]:
         default=None,
         min_length=1,
         max_length=200,
-        description="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed, +changes, +lookup or +no-STEP "
+        description="hybrid | hybrid-mmr | dense | sparse, optionally +raw, +seed, +changes, +lookup, +learned, +handset, +graph or +no-STEP "
         "[server default: settings.ranking.strategy].",
         examples=["hybrid"],
     )

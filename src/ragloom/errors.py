@@ -38,6 +38,7 @@ __all__ = [
     "RagError",
     "RerankError",
     "SearchError",
+    "SourceSyncError",
     "TimeoutError_",
     "UnknownIdError",
 ]

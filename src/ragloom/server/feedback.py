@@ -37,6 +37,7 @@ be among the answer's hits (an agent may rate a chunk it found another way);
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import sqlite3
 import threading
@@ -49,6 +50,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ragloom.errors import DbError, InputError, UnknownIdError
+
+log = logging.getLogger("ragloom")
 
 __all__ = [
     "FEEDBACK_DB_NAME",
@@ -112,6 +115,24 @@ PRAGMA user_version = 1;
 """
 
 
+def storable(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone surrogate written as its escape (``\\udcff``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _valid_text(value: str, what: str) -> str:
+    """InputError for text a database cannot store (a lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{what} is not valid Unicode text ({exc.reason} at {exc.start})") from exc
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class QueryLogEntry:
     """One answer, as the query log keeps it."""
@@ -127,13 +148,15 @@ class QueryLogEntry:
     latency_ms: float = 0.0
 
     def logged(self, hit_ids: object) -> tuple[Any, ...]:
-        """The values of :data:`LOGGED_COLS`, with ``hit_ids`` as the database keeps them."""
+        """The values of :data:`LOGGED_COLS`, with ``hit_ids`` as the database keeps them (a
+        question that is not valid Unicode, a lone surrogate from ``os.fsdecode``, is kept
+        with that character written as ``\\udcff``: a database takes UTF-8 only)."""
         return (
             self.query_id,
             self.ts,
             self.route,
-            self.query,
-            self.strategy,
+            storable(self.query),
+            storable(self.strategy),
             self.generation,
             hit_ids,
             self.source,
@@ -278,6 +301,9 @@ class FeedbackBase(ABC):
             raise InputError("comment must be a string")
         if comment is not None and len(comment) > MAX_COMMENT_CHARS:
             raise InputError(f"comment is longer than {MAX_COMMENT_CHARS} characters")
+        _valid_text(chunk_id, "chunk_id")
+        if comment is not None:
+            _valid_text(comment, "comment")
         logged = self._known(query_id)
         new = NewRating(
             query_id, chunk_id, rating, comment, time.time(), chunk_id in logged["hit_ids"]
@@ -317,6 +343,8 @@ class FeedbackBase(ABC):
             raise InputError("used_chunk_ids must be a list of non-empty chunk id strings")
         if len(used_chunk_ids) > MAX_USED_CHUNKS:
             raise InputError(f"used_chunk_ids has more than {MAX_USED_CHUNKS} entries")
+        for c in used_chunk_ids:
+            _valid_text(c, "a used chunk id")
         self._known(query_id)
         ts = time.time()
         self._insert_usage(query_id, list(dict.fromkeys(used_chunk_ids)), ts)
@@ -591,6 +619,9 @@ class QueryLogger:
                 self.written += len(entries)
             except DbError:
                 self.errors += len(entries)
+            except Exception:  # never the writer's end: answers would queue with no reader
+                self.errors += len(entries)
+                log.exception("query log entries not written")
             for i in items:
                 if isinstance(i, threading.Event):
                     i.set()

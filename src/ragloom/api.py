@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from ragloom.embed.cache import open_default_cache
 from ragloom.embed.document import embedding_key
 from ragloom.errors import (
+    ConfigError,
     DbError,
     IncompatibleIndexError,
     IndexNotFoundError,
@@ -627,8 +628,11 @@ class Index:
         strategy: str | RetrievalStrategy = DEFAULT_STRATEGY,
         explain: bool = False,
     ) -> SearchResult:
-        """Search the index; see :class:`~ragloom.retrieve.search.SearchResult`."""
-        return self.retriever.search(query, top_k=top_k, strategy=strategy, explain=explain)
+        """Search the index; see :class:`~ragloom.retrieve.search.SearchResult`. ``strategy``
+        None is the default."""
+        return self.retriever.search(
+            _query_text(query), top_k=top_k, strategy=strategy or DEFAULT_STRATEGY, explain=explain
+        )
 
     def get_context(
         self,
@@ -654,6 +658,8 @@ class Index:
         from ragloom.assemble import AssemblyPolicy, TokenBudget, get_counter
 
         if isinstance(budget, int):
+            if isinstance(budget, bool) or budget < 1:
+                raise ConfigError(f"budget must be a positive number of tokens, got {budget}")
             budget = TokenBudget.for_total(budget)
         tc = get_counter(counter) if isinstance(counter, str) else counter
         result = self.search(query, top_k=top_k, strategy=strategy)
@@ -1226,6 +1232,14 @@ def open_postgres(
             index.root = recorded
             index.index_dir = recorded / DEFAULT_INDEX_DIRNAME
     return index
+
+
+def _query_text(query: object) -> str:
+    """The question, or InputError for anything but a string (bytes, None: a caller's slip
+    that otherwise fails deep in query processing with a TypeError)."""
+    if not isinstance(query, str):
+        raise InputError(f"the query must be a string, got {type(query).__name__}")
+    return query
 
 
 def _json(obj: object) -> str:

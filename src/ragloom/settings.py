@@ -50,6 +50,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -352,6 +353,26 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
 
+    @model_validator(mode="after")
+    def _defaults_within_the_server_limits(self) -> Settings:
+        """A default a request could not ask for itself is refused: a live reload of
+        ``assembly.budget = 999999999`` made every ``/context`` that size, above
+        ``server.max_budget`` (a user trial)."""
+        limits = [
+            ("assembly.budget", self.assembly.budget, "server.max_budget", self.server.max_budget),
+            ("ranking.top_k", self.ranking.top_k, "server.max_top_k", self.server.max_top_k),
+            (
+                "assembly.context_top_k",
+                self.assembly.context_top_k,
+                "server.max_top_k",
+                self.server.max_top_k,
+            ),
+        ]
+        for name, value, limit_name, limit in limits:
+            if value > limit:
+                raise ValueError(f"{name} {value} is above {limit_name} {limit}")
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -613,6 +634,11 @@ def _error_line(exc: ValidationError, origin: Mapping[str, str]) -> str:
         message = "expected a table of settings"
     else:
         message = str(first["msg"]).removeprefix("Value error, ")
+    named = message.split(" ", 1)
+    if not loc and len(named) == 2 and named[0].count(".") == 1:
+        # a check across keys names the key it refuses first (its source is that key's)
+        key, message = named[0], named[1]
+        source = _source_of(tuple(key.split(".")), origin)
     if source == PYPROJECT_FILE:
         source = f"{PYPROJECT_FILE} [tool.ragloom]"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""

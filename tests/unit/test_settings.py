@@ -333,12 +333,14 @@ def test_the_token_is_masked_everywhere(tmp_path: Path) -> None:
 # -- property: overrides round-trip --------------------------------------------------------
 
 VALID_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    # the defaults a request gets stay within the server's limits (server.max_top_k 100,
+    # server.max_budget 200000 by default)
     "ranking.strategy": st.sampled_from(["hybrid", "hybrid-mmr", "dense", "sparse+raw"]),
-    "ranking.top_k": st.integers(1, MAX_TOP_K),
-    "assembly.budget": st.integers(1, 10**9),
+    "ranking.top_k": st.integers(1, 100),
+    "assembly.budget": st.integers(1, 200_000),
     "assembly.format": st.sampled_from(["xml", "markdown", "plain", "json"]),
     "assembly.counter": st.sampled_from(["cl100k", "o200k", "approx"]),
-    "assembly.context_top_k": st.integers(1, MAX_TOP_K),
+    "assembly.context_top_k": st.integers(1, 100),
     "cache.enabled": st.booleans(),
     "cache.ttl_s": st.floats(min_value=1e-3, max_value=1e7, allow_nan=False),
     "cache.max_entries": st.integers(1, 10**7),
@@ -346,7 +348,7 @@ VALID_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "bm25.strict": st.booleans(),
     "embedding.model": st.sampled_from(["hashing:64", "openai:text-embedding-3-small"]),
     "server.port": st.integers(0, 65535),
-    "server.max_top_k": st.integers(1, MAX_TOP_K),
+    "server.max_top_k": st.integers(100, MAX_TOP_K),
     "server.batch_window_ms": st.floats(min_value=0, max_value=100, allow_nan=False),
     "server.reload": st.booleans(),
 }
@@ -628,3 +630,16 @@ def test_no_boolean_numbers_and_no_infinities(tmp_path: Path, toml: str, says: s
     write(tmp_path / "ragloom.toml", "[cache]\nenabled = false\nttl_s = 5\n")
     settings = load_settings(tmp_path, env={"RAGLOOM_ASSEMBLY__BUDGET": "700"}).settings
     assert settings.cache.enabled is False and settings.assembly.budget == 700
+
+
+def test_a_default_above_the_server_limit_is_refused(tmp_path: Path) -> None:
+    """A live reload of ``assembly.budget = 999999999`` made every ``/context`` that size,
+    above ``server.max_budget``, which a request cannot ask for itself (a user trial)."""
+    write(tmp_path / "ragloom.toml", "[assembly]\nbudget = 999999999\n")
+    assert config_error(tmp_path, env={}) == (
+        "ragloom.toml: assembly.budget: 999999999 is above server.max_budget 200000"
+    )
+    write(tmp_path / "ragloom.toml", "[assembly]\nbudget = 300000\n[server]\nmax_budget = 400000\n")
+    assert load_settings(tmp_path, env={}).settings.assembly.budget == 300000
+    write(tmp_path / "ragloom.toml", "[ranking]\ntop_k = 500\n")
+    assert "ranking.top_k: 500 is above server.max_top_k 100" in config_error(tmp_path, env={})

@@ -125,6 +125,23 @@ class AssemblyStats:
     refused: int = 0
     dropped_for_budget: int = 0
 
+    def shortfall_notes(self) -> list[str]:
+        """Why hits are missing from the context, for an agent that gets less than it asked:
+        hits whose code could not be found again in their changed files, and hits no part of
+        which fits the budget."""
+        notes: list[str] = []
+        if self.stale_dropped:
+            notes.append(
+                f"{self.stale_dropped} hits left out: their files changed since indexing and "
+                "the code was not found again (`ragloom index` brings the index up to date)"
+            )
+        if self.dropped_for_budget and not self.tokens_per_part:
+            notes.append(
+                f"no part of the {self.hits_in} hits fits the budget of "
+                f"{self.budget.get('available', self.budget.get('max_total'))} tokens"
+            )
+        return notes
+
     @property
     def coverage(self) -> float:
         """Share of input hits (after the kind filter) shown at least in part."""

@@ -319,6 +319,6 @@ class _AnswersMixin(_SwitchingMixin):
             "context": ctx.text,
             "parts": parts,
             "stats": ctx.stats.to_dict(),
-            "notes": list(result.notes),
+            "notes": [*result.notes, *ctx.stats.shortfall_notes()],
             "hit_ids": [h.id for h in result.hits],
         }

@@ -35,6 +35,7 @@ import difflib
 import hashlib
 import logging
 import os
+import re
 import threading
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
@@ -370,7 +371,10 @@ class Settings(BaseSettings):
         ]
         for name, value, limit_name, limit in limits:
             if value > limit:
-                raise ValueError(f"{name} {value} is above {limit_name} {limit}")
+                raise ValueError(
+                    f"{name} {value} is above {limit_name} {limit} (the default a request "
+                    f"gets must be one it could ask for: lower {name} or raise {limit_name})"
+                )
         return self
 
     @classmethod
@@ -634,11 +638,11 @@ def _error_line(exc: ValidationError, origin: Mapping[str, str]) -> str:
         message = "expected a table of settings"
     else:
         message = str(first["msg"]).removeprefix("Value error, ")
-    named = message.split(" ", 1)
-    if not loc and len(named) == 2 and named[0].count(".") == 1:
-        # a check across keys names the key it refuses first (its source is that key's)
-        key, message = named[0], named[1]
-        source = _source_of(tuple(key.split(".")), origin)
+    keys = re.findall(r"\b([a-z_]+\.[a-z_]+)\b", message) if not loc else []
+    if keys:
+        # a check across keys: the error is told where one of them was set (not a default)
+        set_by = [(k, _source_of(tuple(k.split(".")), origin)) for k in keys]
+        key, source = next(((k, v) for k, v in set_by if v != DEFAULT_SOURCE), set_by[0])
     if source == PYPROJECT_FILE:
         source = f"{PYPROJECT_FILE} [tool.ragloom]"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""

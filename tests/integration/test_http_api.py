@@ -38,6 +38,7 @@ LIMITS = {
     "server.max_query_chars": 200,
     "server.max_top_k": 20,
     "server.max_budget": 6000,
+    "assembly.budget": 4000,  # a default within the limit (a default above it is refused)
     "server.max_body_bytes": 4096,
 }
 NEW_FUNCTION = "zebra_quantum_marker"
@@ -237,6 +238,11 @@ def test_error_statuses(client: httpx.Client) -> None:
         "/search", content=b'{"query": ', headers={"content-type": "application/json"}
     )
     assert error_of(bad_json, 422)["type"] == "validation_error"
+    latin1 = client.post(  # not UTF-8: was a 400 of an undocumented type
+        "/search", content='{"query": "café"}'.encode("latin-1"),
+        headers={"content-type": "application/json"},
+    )  # fmt: skip
+    assert error_of(latin1, 422)["message"] == "request body is not valid JSON (it must be UTF-8)"
     assert error_of(client.get("/jobs/no-such-job"), 404)["type"] == "not_found"
     assert error_of(client.get("/nowhere"), 404)["type"] == "not_found"
     assert error_of(client.get("/search"), 405)["type"] == "method_not_allowed"
@@ -343,6 +349,9 @@ def test_status_metrics_openapi(client: httpx.Client, base_url: str) -> None:
     st = status.json()
     assert st["chunks"] > 0 and st["generation"] >= 1
     assert "cache" in st
+    assert st["stale_files"] is None  # not checked without ?freshness=true
+    fresh = client.get("/status", params={"freshness": "true"}).json()
+    assert fresh["stale_files"] == 0 and set(fresh["stale"]) == {"changed", "added", "removed"}
     metrics = client.get("/metrics")
     assert metrics.status_code == 200
     assert metrics.headers["content-type"].startswith("text/plain")

@@ -637,9 +637,11 @@ def test_a_default_above_the_server_limit_is_refused(tmp_path: Path) -> None:
     above ``server.max_budget``, which a request cannot ask for itself (a user trial)."""
     write(tmp_path / "ragloom.toml", "[assembly]\nbudget = 999999999\n")
     assert config_error(tmp_path, env={}) == (
-        "ragloom.toml: assembly.budget: 999999999 is above server.max_budget 200000"
+        "ragloom.toml: assembly.budget: assembly.budget 999999999 is above server.max_budget "
+        "200000 (the default a request gets must be one it could ask for: lower assembly.budget "
+        "or raise server.max_budget)"
     )
     write(tmp_path / "ragloom.toml", "[assembly]\nbudget = 300000\n[server]\nmax_budget = 400000\n")
     assert load_settings(tmp_path, env={}).settings.assembly.budget == 300000
     write(tmp_path / "ragloom.toml", "[ranking]\ntop_k = 500\n")
-    assert "ranking.top_k: 500 is above server.max_top_k 100" in config_error(tmp_path, env={})
+    assert "ranking.top_k 500 is above server.max_top_k 100" in config_error(tmp_path, env={})

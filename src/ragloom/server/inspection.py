@@ -88,8 +88,20 @@ class _InspectionMixin(_JobsMixin, _AnswersMixin):
         with self._use_reader() as r:
             return r.index.stale_files() if r.index.has_checkout() else None
 
-    def status(self) -> dict[str, Any]:
-        """``IndexStatus.to_dict()`` plus the engine's generation, caches, batcher and jobs."""
+    def status(self, *, freshness: bool = False) -> dict[str, Any]:
+        """``IndexStatus.to_dict()`` plus the engine's generation, caches, batcher and jobs.
+        Without ``freshness`` the files on disk are not compared with the index (``stale_files``
+        null, ``stale`` empty); with it, they are (a walk of the tree: a second or so on a
+        large repository), as ``ragloom status`` does."""
+        out = self._status()
+        if freshness:
+            # the index being served: a PostgreSQL engine has no folder index to open
+            stale = self.stale_files()
+            out["stale"] = stale or {}
+            out["stale_files"] = None if stale is None else sum(len(v) for v in stale.values())
+        return out
+
+    def _status(self) -> dict[str, Any]:
         with self._use_reader() as r:
             st = r.index.status(freshness=False).to_dict()
             gen = r.retriever.store.generation()

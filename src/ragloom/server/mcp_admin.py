@@ -139,13 +139,7 @@ def add_admin_tools(server: MCPServer[Any], engine: ServingEngine, jobs: _JobSta
             ),
         ] = False,
     ) -> dict[str, Any]:
-        out = engine.status()
-        if freshness:
-            # the index being served: a PostgreSQL engine has no folder index to open
-            stale = engine.stale_files()
-            out["stale"] = stale or {}
-            out["stale_files"] = None if stale is None else sum(len(v) for v in stale.values())
-        return out
+        return engine.status(freshness=bool(freshness))
 
     @server.tool(
         name="reindex",

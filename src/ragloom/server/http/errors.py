@@ -151,6 +151,11 @@ def install_error_handlers(app: FastAPI) -> None:
         kinds = {404: "not_found", 405: "method_not_allowed"}
         kind = kinds.get(exc.status_code, "http_error")
         message = str(exc.detail) if exc.detail else "error"
+        if exc.status_code == 400 and message.startswith("There was an error parsing the body"):
+            # a body the framework cannot decode (not UTF-8): bad JSON, as any other
+            return error_response(
+                422, "validation_error", "request body is not valid JSON (it must be UTF-8)"
+            )
         if exc.status_code == 404 and message == "Not Found":
             message = f"no route {request.url.path}"
         elif exc.status_code == 405:

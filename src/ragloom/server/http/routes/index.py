@@ -2,9 +2,9 @@
 ``GET /jobs/{job_id}``; and ``POST /config/reload``."""
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Path, params
+from fastapi import APIRouter, Path, Query, params
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -39,10 +39,19 @@ def router(engine: "ServingEngine", dependencies: Sequence[params.Depends]) -> A
         summary="Index and engine status",
         operation_id="index_status",
     )
-    def status() -> dict[str, Any]:
+    def status(
+        freshness: Annotated[
+            bool,
+            Query(
+                description="Also compare the files on disk with the index (stale_files, "
+                "stale): a walk of the tree, a second or so on a large repository."
+            ),
+        ] = False,
+    ) -> dict[str, Any]:
         """Files, chunks, model, BM25 and vector readiness, the served generation, cache hit
-        rates and running jobs."""
-        return engine.status()
+        rates and running jobs; with ``freshness=true``, the files that differ from the index
+        (without it ``stale_files`` is null: not checked)."""
+        return engine.status(freshness=freshness)
 
     @router.post(
         "/config/reload",

@@ -282,3 +282,23 @@ def test_an_index_chunked_by_older_rules_is_parsed_again(tmp_path: Path) -> None
     store = Store(root / ".ragloom" / "index.sqlite")
     assert store.get_meta(CHUNKER_VERSION_META) == str(CHUNKER_VERSION)
     store.close()
+
+
+def test_a_reader_that_stops_reading_is_no_internal_error(json_repo: Path) -> None:
+    """``ragloom search ... | head -1``: the reader closes the pipe and the rest of the output
+    has nowhere to go. That was "internal error: BrokenPipeError" and exit 70; it is now quiet,
+    with the status a shell gives a program SIGPIPE ended (141)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragloom.cli", "search", "json", "-k", "500",
+         "--index-dir", str(json_repo / ".ragloom")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) in (0, 141) and "error" not in err, err

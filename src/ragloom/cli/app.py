@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -86,6 +87,11 @@ INTERNAL_ERROR_EXIT = 70
 """Exit code of an unexpected exception (EX_SOFTWARE from sysexits.h)."""
 
 
+PIPE_CLOSED_EXIT = 141
+"""Exit status when stdout was closed by its reader: what a shell reports for a program a
+SIGPIPE ended (128 + 13)."""
+
+
 def handle_errors(fn: F) -> F:
     import functools
 
@@ -99,6 +105,13 @@ def handle_errors(fn: F) -> F:
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:
+            # the reader went away (`ragloom search ... | head -2`): nothing to report; what is
+            # still buffered for stdout goes nowhere, so the exit does not fail on it again
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(PIPE_CLOSED_EXIT)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:
@@ -119,7 +132,18 @@ def open_for_read(index_dir: str | None, embedder: str | None = None) -> Any:
 
     if index_dir is None:
         return ragloom.Index.at(ragloom.find_index_dir(), embedder=embedder)
-    return ragloom.open(index_dir, embedder=embedder)
+    idx = ragloom.open(index_dir, embedder=embedder)
+    if not idx.exists and Path(index_dir).is_dir():
+        from ragloom.errors import IndexNotFoundError
+
+        idx.close()
+        # `--index-dir` names the index folder itself (or a root holding `.ragloom`): the
+        # command that creates an index there says both
+        raise IndexNotFoundError(
+            f"no index in {index_dir} (nor in {Path(index_dir) / '.ragloom'}); create one with "
+            f"`ragloom index PATH --index-dir {index_dir}`"
+        )
+    return idx
 
 
 class RagloomGroup(click.Group):

@@ -29,6 +29,7 @@ from ragloom.errors import (
     RagError,
     RerankError,
     SearchError,
+    SourceSyncError,
     TimeoutError_,
     UnknownIdError,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "RerankError",
     "SearchError",
     "SearchResult",
+    "SourceSyncError",
     "TimeoutError_",
     "UnknownIdError",
     "__version__",

@@ -208,9 +208,12 @@ def status_cmd(
 
             waiting = f"; {pending} answers rated since (`index` fits it again from "
             waiting += f"{REFIT_AFTER_RATINGS})"
+        rated = ""
+        if rm.get("feedback_used"):
+            rated = f" and {rm.get('feedback_answers')} rated answers"
         click.echo(
             f"ranking   repository model {rm.get('digest')} ({rm.get('examples')} history "
-            f"questions, over global model {rm.get('base_digest')}){waiting}"
+            f"questions{rated}, over global model {rm.get('base_digest')}){waiting}"
         )
     elif rm.get("set_aside"):
         click.echo(f"ranking   global model; the repository model is set aside: {rm['set_aside']}")
@@ -222,8 +225,22 @@ def status_cmd(
     if st.git is not None:
         click.echo(f"git       {_git_line(st.git)}")
     for info in fresh or []:
-        shown = "  ".join(f"{k} {v}" for k, v in info.items() if k != "source" and v is not None)
+        shown = "  ".join(
+            f"{k} {_shown(k, v)}" for k, v in info.items() if k != "source" and v is not None
+        )
         click.echo(f"source    {info['source']}: {shown}")
+
+
+def _shown(key: str, value: object) -> str:
+    """A source's freshness value as a person reads it: times as UTC dates (``--json`` keeps
+    the epoch seconds), commit hashes short."""
+    from datetime import UTC, datetime
+
+    if key.endswith(("_sync", "_date")) and isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if key.endswith("_commit") and isinstance(value, str):
+        return value[:10]
+    return str(value)
 
 
 def _git_line(git: dict[str, object]) -> str:

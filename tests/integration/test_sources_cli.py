@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -22,6 +23,13 @@ def run_cli(*args: str, check: bool = False) -> Result:
     if check and result.exit_code != 0:
         raise AssertionError(f"ragloom {' '.join(args)} failed: {result.stderr}")
     return result
+
+
+def search_hits(index_dir: Path, query: str, *args: str) -> list[dict[str, Any]]:
+    """``ragloom search QUERY --index-dir DIR ARGS --json`` (with ``--sources``): its hits."""
+    out = run_cli("search", query, "--index-dir", str(index_dir), *args, "--json", check=True)
+    hits: list[dict[str, Any]] = json.loads(out.stdout)["hits"]
+    return hits
 
 
 @pytest.fixture(scope="module")
@@ -142,11 +150,8 @@ def test_a_plain_index_keeps_the_named_sources_up_to_date(tmp_path: Path) -> Non
     out = run_cli("index", str(root), "--model", "hashing", "--json", check=True)
     (docs,) = json.loads(out.stdout)["sources"]
     assert docs["source"] == "docs" and docs["status"] == "ok" and docs["added"] >= 1
-    found = run_cli(
-        "search", "xylophone tuning", "--index-dir", str(root / ".ragloom"), "--sources", "docs",
-        "--json", check=True,
-    )  # fmt: skip
-    assert json.loads(found.stdout)["hits"][0]["title"].endswith("Xylophone tuning")
+    found = search_hits(root / ".ragloom", "xylophone tuning", "--sources", "docs")
+    assert found[0]["title"].endswith("Xylophone tuning")
 
 
 def test_a_named_source_that_fails_exits_24_and_keeps_what_it_held(tmp_path: Path) -> None:
@@ -198,18 +203,14 @@ def test_filters_are_never_ignored_quietly(repo: Path) -> None:
 
 
 def test_until_a_date_keeps_that_day_and_weight_0_leaves_a_source_out(repo: Path) -> None:
-    idx = str(repo / ".ragloom")
-    out = run_cli(
-        "search", "document the session API", "--index-dir", idx, "--sources", "commits",
-        "--until", "2024-03-01", "--json", check=True,
-    )  # fmt: skip
-    titles = [h["title"] for h in json.loads(out.stdout)["hits"]]
+    idx = repo / ".ragloom"
+    hits = search_hits(
+        idx, "document the session API", "--sources", "commits", "--until", "2024-03-01"
+    )
+    titles = [h["title"] for h in hits]
     assert "Document the session API" in titles, "a commit of 2024-03-01 12:00 is on that day"
-    out = run_cli(
-        "search", "upload", "--index-dir", idx, "--sources", "code,commits",
-        "--source-weight", "code=0", "--json", check=True,
-    )  # fmt: skip
-    assert {h["source"] for h in json.loads(out.stdout)["hits"]} == {"commits"}
+    hits = search_hits(idx, "upload", "--sources", "code,commits", "--source-weight", "code=0")
+    assert {h["source"] for h in hits} == {"commits"}
 
 
 def test_a_docs_section_is_dated_by_its_file_s_last_commit(tmp_path: Path) -> None:
@@ -224,10 +225,8 @@ def test_a_docs_section_is_dated_by_its_file_s_last_commit(tmp_path: Path) -> No
     edited = root / "docs" / "api.rst"
     edited.write_text(edited.read_text() + "\nMore about sessions.\n")
     run_cli("index", str(root), "--model", "hashing", "--sources", "code,docs", check=True)
-    out = run_cli(
-        "search", "install the package sessions", "--index-dir", str(root / ".ragloom"),
-        "--sources", "docs", "-k", "10", "--json", check=True,
-    )  # fmt: skip
-    dates = {h["paths"][0]: h["date"] for h in json.loads(out.stdout)["hits"]}
+    hits = search_hits(root / ".ragloom", "install the package sessions", "--sources", "docs",
+                       "-k", "10")  # fmt: skip
+    dates = {h["paths"][0]: h["date"] for h in hits}
     assert dates["docs/guide.md"] == datetime(2024, 1, 1, 12, tzinfo=UTC).timestamp()
     assert dates["docs/api.rst"] > datetime(2025, 1, 1, tzinfo=UTC).timestamp()

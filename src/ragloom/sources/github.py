@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -114,17 +115,16 @@ def load_gh_export(path: Path, *, prs: bool) -> list[Record]:
         raise InputError(f"cannot read the gh export {path}: {exc}") from exc
     if not isinstance(data, list):
         raise InputError(f"{path}: a gh export is a JSON list, got {type(data).__name__}")
-    out: list[Record] = []
-    seen: set[int] = set()
-    for i, obj in enumerate(data):
+    for obj in data:
         if not isinstance(obj, dict) or "number" not in obj:
             raise InputError(f"{path}: every element needs a number: {str(obj)[:80]}")
-        record = _export_record(obj, prs, _ExportField(path, i, obj.get("number")))
-        if record.number in seen:
-            raise InputError(f"{path}: number {record.number} appears more than once")
-        seen.add(record.number)
-        out.append(record)
-    return out
+    records = [
+        _export_record(obj, prs, _ExportField(path, i, obj["number"])) for i, obj in enumerate(data)
+    ]
+    twice = [n for n, count in Counter(r.number for r in records).items() if count > 1]
+    if twice:
+        raise InputError(f"{path}: number {twice[0]} appears more than once")
+    return records
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ def test_index_stats_contract(json_repo: Path) -> None:
         "files_changed",
         "files_removed",
         "files_skipped",
+        "files_skipped_examples",
         "chunks_total",
         "chunks_added",
         "chunks_removed",
@@ -41,6 +42,9 @@ def test_index_stats_contract(json_repo: Path) -> None:
         assert key in stats
     assert stats["files_changed"] == 0 and stats["chunks_embedded"] == 0
     assert stats["chunks_total"] > 50
+    examples = stats["files_skipped_examples"]  # which files, not only how many
+    assert set(examples) == set(stats["files_skipped"])
+    assert all(0 < len(examples[k]) <= min(20, n) for k, n in stats["files_skipped"].items())
 
 
 def test_search_json_contract_and_quality(json_repo: Path) -> None:

@@ -413,3 +413,17 @@ def test_a_file_git_tracks_is_walked_even_where_a_rule_ignores_it(tmp_path: Path
     (plain / "gen.py").write_text("x = 1\n")
     (plain / ".gitignore").write_text("gen.py\n")
     assert [f.rel for f in walk(plain).files] == [".gitignore"]
+
+
+def test_skipped_files_are_named_per_reason(tmp_path: Path) -> None:
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    (tmp_path / ".env").write_text("SECRET=1\n")
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG")
+    (tmp_path / "node_modules").mkdir()
+    for i in range(25):
+        (tmp_path / f"big{i:02}.py").write_text("x" * 200)
+    result = walk(tmp_path, max_file_bytes=100)
+    assert result.examples["secret"] == [".env"] and result.examples["binary"] == ["logo.png"]
+    assert result.examples["excluded_dir"] == ["node_modules"]
+    assert result.skipped["too_large"] == 25 and len(result.examples["too_large"]) == 20
+    assert result.examples["too_large"][0] == "big00.py"

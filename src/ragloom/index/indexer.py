@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -109,6 +108,8 @@ class IndexStats:
     files_changed: int = 0
     files_removed: int = 0
     files_skipped: dict[str, int] = field(default_factory=dict)
+    files_skipped_examples: dict[str, list[str]] = field(default_factory=dict)
+    """The first 20 paths skipped for each reason of :attr:`files_skipped` (walk order)."""
     chunks_total: int = 0
     chunks_added: int = 0
     chunks_updated: int = 0
@@ -201,7 +202,6 @@ def scan_tree(
 
     t0 = time.perf_counter()
     walked = walk(root, max_file_bytes=max_file_bytes, index_dir=index_dir)
-    skipped: Counter[str] = Counter(walked.skipped)
     changed: list[tuple[SourceFile, bytes, str]] = []
     seen: set[str] = set()
     progress("scan", 0, len(walked.files))
@@ -219,11 +219,11 @@ def scan_tree(
             continue
         got = _read(sf, max_file_bytes)
         if isinstance(got, str):
-            skipped[got] += 1
+            walked.skip(got, sf.rel)
             continue
         sf, data = got
         if is_binary(data):
-            skipped["binary"] += 1
+            walked.skip("binary", sf.rel)
             continue
         seen.add(sf.rel)
         digest = file_hash(data)
@@ -237,7 +237,8 @@ def scan_tree(
     stats.files_scanned = len(seen)
     stats.files_changed = len(changed)
     stats.files_removed = len(removed)
-    stats.files_skipped = dict(sorted(skipped.items()))
+    stats.files_skipped = dict(sorted(walked.skipped.items()))
+    stats.files_skipped_examples = {k: list(v) for k, v in sorted(walked.examples.items())}
     stats.paths_changed = sorted([sf.rel for sf, _, _ in changed] + removed)[:PATHS_SAMPLE]
     t1 = time.perf_counter()
     stats.timings["scan"] = t1 - t0

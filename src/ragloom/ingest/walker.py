@@ -203,6 +203,20 @@ class SourceFile:
 class WalkResult:
     files: list[SourceFile] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    """The first :data:`SKIP_EXAMPLES` paths skipped for each reason, in walk order (a user
+    asks which files were skipped, not only how many)."""
+
+    def skip(self, reason: str, rel: str) -> None:
+        """Count ``rel`` as skipped for ``reason`` (and keep it as an example)."""
+        self.skipped[reason] += 1
+        shown = self.examples.setdefault(reason, [])
+        if len(shown) < SKIP_EXAMPLES:
+            shown.append(rel.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
+SKIP_EXAMPLES = 20
+"""Paths :attr:`WalkResult.examples` keeps per reason."""
 
 
 def is_binary(head: bytes) -> bool:
@@ -348,7 +362,6 @@ def walk(
     root_real = os.path.realpath(root)
     index_real = os.path.realpath(index_dir) if index_dir is not None else None
     result = WalkResult()
-    skipped = result.skipped
     tracked, tracked_dirs = _tracked_but_ignored(root_real)
 
     def ignored(specs: tuple[_Spec, ...], rel: str, is_dir: bool) -> str | None:
@@ -385,7 +398,7 @@ def walk(
             with os.scandir(directory) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
         except OSError as exc:
-            skipped[_os_reason(exc)] += 1
+            result.skip(_os_reason(exc), rel_dir or ".")
             continue
         subdirs: list[tuple[str, str, tuple[_Spec, ...]]] = []
         for entry in entries:
@@ -394,48 +407,48 @@ def walk(
             try:
                 rel.encode("utf-8")
             except UnicodeEncodeError:
-                skipped["bad_name"] += 1  # undecodable bytes: the store holds UTF-8 text
+                result.skip("bad_name", rel)  # undecodable bytes: the store holds UTF-8 text
                 continue
             reason: str | None
             try:
                 if entry.is_symlink():  # like git, a link is an entry of its own, not a folder
                     reason = ignored(specs, rel, False) or _link_reason(path, directory, root_real)
-                    skipped[reason] += 1
+                    result.skip(reason, rel)
                     continue
                 if entry.is_dir(follow_symlinks=False):
                     if name in EXCLUDED_DIRS or path == index_real:
-                        skipped["excluded_dir"] += 1
+                        result.skip("excluded_dir", rel)
                         continue
                     reason = ignored(specs, rel, True)
                     if reason == "gitignored" and rel in tracked_dirs:
                         reason = None  # it holds tracked files (its others stay ignored)
                     if reason:
-                        skipped[reason] += 1
+                        result.skip(reason, rel)
                         continue
                     subdirs.append((path, rel, specs))
                     continue
                 if name in _VCS_FILES:
                     # git's own, as a folder is: a linked work tree's or a submodule's `.git`
                     # file points at the repository
-                    skipped["excluded_dir"] += 1
+                    result.skip("excluded_dir", rel)
                     continue
                 reason = file_reason(specs, path, name, rel)
                 if reason:
-                    skipped[reason] += 1
+                    result.skip(reason, rel)
                     continue
                 st = entry.stat(follow_symlinks=False)
                 if not stat.S_ISREG(st.st_mode):
-                    skipped["special"] += 1
+                    result.skip("special", rel)
                 elif st.st_size > max_file_bytes:
-                    skipped["too_large"] += 1
+                    result.skip("too_large", rel)
                 elif not os.access(path, os.R_OK):
-                    skipped["unreadable"] += 1
+                    result.skip("unreadable", rel)
                 else:
                     result.files.append(SourceFile(rel, Path(path), st.st_size, st.st_mtime))
             except OSError as exc:
-                skipped[_os_reason(exc)] += 1
+                result.skip(_os_reason(exc), rel)
             except (RuntimeError, ValueError):
-                skipped["unreadable"] += 1
+                result.skip("unreadable", rel)
         stack.extend(reversed(subdirs))
     result.files.sort(key=lambda f: f.rel)
     return result

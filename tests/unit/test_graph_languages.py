@@ -116,3 +116,30 @@ def test_a_line_past_the_end_of_a_file_is_no_definition(tmp_path: Path) -> None:
     assert g.definition_at("go/cmd/main.go", 4) is not None
     assert g.definition_at("go/cmd/main.go", 99999) is None
     assert g.definition_at("go/cmd/main.go", 0) is None
+
+
+def test_a_rust_workspace_crate_imports_another(tmp_path: Path) -> None:
+    """``use globset::GlobBuilder`` in the ``ignore`` crate of ripgrep's workspace read as an
+    outside import, so ``GlobBuilder::new`` there had no callee (a user trial)."""
+    files = {
+        "crates/globset/src/lib.rs": "pub use crate::glob::GlobBuilder;\nmod glob;\n",
+        "crates/globset/src/glob.rs": (
+            "pub struct GlobBuilder { n: u32 }\n\n"
+            "impl GlobBuilder {\n    pub fn new(n: u32) -> GlobBuilder { GlobBuilder { n } }\n}\n"
+        ),
+        "crates/ignore/src/types.rs": (
+            "use globset::GlobBuilder;\n\n"
+            "pub fn build() -> GlobBuilder {\n    GlobBuilder::new(2)\n}\n"
+        ),
+    }
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    idx = ragloom.open(tmp_path, embedder="hashing")
+    idx.index(embed=False, history=False)
+    g = idx.graph()
+    (new,) = g.definitions("GlobBuilder.new")
+    assert ("crates/ignore/src/types.rs", "build") in {
+        (d.path, d.symbol) for d, _ in g.callers(new.id)
+    }

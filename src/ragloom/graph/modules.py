@@ -61,6 +61,17 @@ class ModuleMap:
                     self.py.setdefault(mod, path)
             elif language in _JS_LANGS:
                 self.js.setdefault(_js_key(path), path)
+        crates: dict[str, list[str]] = defaultdict(list)
+        for path, language in self.language.items():
+            if language == "rust" and (path == "src/lib.rs" or path.endswith("/src/lib.rs")):
+                src = posixpath.dirname(path)
+                name = posixpath.basename(posixpath.dirname(src))
+                if name:
+                    crates[name.replace("-", "_")].append(src)
+        self.rust_crates: dict[str, str] = {n: d[0] for n, d in crates.items() if len(d) == 1}
+        """A workspace's library crates by name (its folder's name, ``-`` read as ``_``) ->
+        its ``src`` folder: ``use globset::GlobBuilder`` in another crate of the workspace.
+        A name two crates share is left out (ambiguous)."""
         self.py_packages: set[str] = set()
         """Dotted names of folders holding Python modules (namespace packages included)."""
         for mod, path in self.py.items():
@@ -122,7 +133,8 @@ class ModuleMap:
         return []
 
     def rust_files(self, importer: str, path: str) -> list[str]:
-        """Files a Rust ``use`` path (``crate::a::b``, ``super::x``, ``self::y``) may name."""
+        """Files a Rust ``use`` path (``crate::a::b``, ``super::x``, ``self::y``, ``other::z``
+        for a crate ``other`` of the same workspace) may name."""
         comps = [c for c in path.split("::") if c]
         if not comps:
             return []
@@ -135,6 +147,11 @@ class ModuleMap:
             while comps and comps[0] in {"super", "self"}:
                 if comps.pop(0) == "super":
                     base = posixpath.dirname(base)
+        elif comps[0] in self.rust_crates and self.rust_crates[comps[0]] != self._crate_src(
+            importer
+        ):  # another crate of the workspace
+            base = self.rust_crates[comps[0]]
+            comps = comps[1:]
         else:
             return []
         for k in range(len(comps), -1, -1):

@@ -210,6 +210,11 @@ def test_outside_git_the_global_model_stays(tmp_path: Path) -> None:
     assert both.exit_code != 0 and "one at a time" in both.output
     res = CliRunner().invoke(cli, ["adapt", "--index-dir", str(tmp_path / ".ragloom"), "--show"])
     assert res.exit_code == 0 and "global model" in res.output
+    # a damaged model file: `--show` says it is set aside, as `status` does (it said "no
+    # repository model")
+    (tmp_path / ".ragloom" / "ranker-adapted.json").write_text('{"broken": ')
+    res = CliRunner().invoke(cli, ["adapt", "--index-dir", str(tmp_path / ".ragloom"), "--show"])
+    assert res.exit_code == 0 and "the repository model is set aside: cannot read" in res.output
 
 
 def test_an_index_without_the_file_bm25_is_not_adapted_until_indexed(

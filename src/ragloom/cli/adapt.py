@@ -119,13 +119,17 @@ def adapt_cmd(
 def _model_change(idx: Any, reset_feedback: bool, remove: bool) -> dict[str, object]:
     """``--show``, ``--reset-feedback`` or ``--remove`` on the repository model of ``idx``."""
     from ragloom.learn import adapt as learn
-    from ragloom.retrieve.adapt import describe, repository_model
+    from ragloom.retrieve.adapt import describe, repository_model_state
 
     store = idx.ranking_model_store()
     if remove:
         return {"removed": store.remove(), "ranking_model": {"model": "global"}}
-    model = learn.reset_feedback(idx) if reset_feedback else repository_model(store)
-    out: dict[str, object] = {"ranking_model": describe(model)}
+    set_aside = None
+    if reset_feedback:
+        model = learn.reset_feedback(idx)
+    else:  # as `status` shows it: a model that cannot be used is named, with why
+        model, set_aside = repository_model_state(store)
+    out: dict[str, object] = {"ranking_model": describe(model, set_aside)}
     if model is not None:
         out["feedback_changes"] = dict(model.feedback_changes()[:SHOW_FEATURES])
         out["history_changes"] = {
@@ -152,6 +156,9 @@ def _print_model(out: dict[str, object], reset: bool, remove: bool) -> None:
     assert isinstance(rm, dict)
     if remove:
         click.echo("repository model removed" if out["removed"] else "no repository model")
+        return
+    if rm.get("set_aside"):
+        click.echo(f"global model; the repository model is set aside: {rm['set_aside']}")
         return
     if rm.get("model") != "repository":
         click.echo("no repository model: ranking uses the shipped global model")

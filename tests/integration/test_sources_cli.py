@@ -45,6 +45,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     by = {r["source"]: r for r in stats["sources"]}
     assert set(by) == {"docs", "commits", "issues"}
     assert by["commits"]["added"] == 3 and by["issues"]["total"] == 2
+    assert stats["history_commits"] == 3  # the commits source's sync (it was null)
     assert all(r["status"] == "ok" for r in by.values())
     return root
 

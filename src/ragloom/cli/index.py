@@ -99,6 +99,10 @@ def index_cmd(
         if sources or github or issues_json or prs_json:  # other sources (ragloom.cli.sources)
             reports = run_index_sources(idx, sources or "code", github, issues_json, prs_json)
             named = {str(r["source"]) for r in reports}
+            for rep in reports:  # the history the commits source synced (the index did not)
+                if rep["source"] == "commits" and rep["status"] == "ok":
+                    total = rep.get("total")
+                    stats.history_commits = total if isinstance(total, int) else None
         else:  # the sources an earlier `index --sources` named, kept up to date
             reports = sync_configured_sources(idx)
         if not no_history:

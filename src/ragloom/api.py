@@ -33,7 +33,7 @@ from ragloom.index.bm25 import TantivyBm25
 from ragloom.index.file_bm25 import FILE_BM25_DIR
 from ragloom.index.indexer import IndexStats, ProgressFn, update_index
 from ragloom.index.lock import WriteLock
-from ragloom.index.manifest import Manifest, read_manifest, write_manifest
+from ragloom.index.manifest import Manifest, ensure_gitignore, read_manifest, write_manifest
 from ragloom.index.store import FileRow, Store
 from ragloom.index.tokenize import TOKENIZER_VERSION
 from ragloom.index.vectors import HnswVectors, live_vectors
@@ -451,6 +451,9 @@ class Index:
             raise InputError(f"index folder {self.index_dir} is not a directory") from exc
         except OSError as exc:  # permission, a missing parent under /proc, a read-only disk
             raise InputError(f"cannot create the index folder {self.index_dir}: {exc}") from exc
+        # git ignores the folder from its first moment: a first run that fails (a model that
+        # cannot be loaded) left it with a lock file only, shown by `git status`
+        ensure_gitignore(self.index_dir)
         with WriteLock(self.index_dir):
             self.close()
             # A rebuild of an index this version can read is one more generation: every file
@@ -473,8 +476,13 @@ class Index:
                 embedder = emb_arg
                 spec = getattr(emb_arg, "spec", embedder.model_id)
             # the dimension first: a remote model that cannot be reached fails here, before
-            # anything of the index is changed (its vectors were deleted before)
-            dim = embedder.dim
+            # anything of the index is changed (its vectors were deleted before). A run that
+            # embeds nothing (--no-embed) with the index's own model takes the dimension the
+            # manifest records: it must work while an embedding server is down
+            if not embed and old is not None and embedder.model_id == old.embedding_model:
+                dim = old.embedding_dim
+            else:
+                dim = embedder.dim
             model_changed = old is not None and (
                 old.embedding_model != embedder.model_id or old.embedding_dim != dim
             )
@@ -529,8 +537,7 @@ class Index:
                 if not embed:
                     stats.model = embedder.model_id
                     stats.embeddings_pending = (
-                        stats.chunks_total
-                        - HnswVectors(self.index_dir / "vectors", embedder.dim).count()
+                        stats.chunks_total - HnswVectors(self.index_dir / "vectors", dim).count()
                     )
                 if history:
                     stats.history_commits = self._sync_history(stats)

@@ -723,3 +723,35 @@ def _bench() -> None:  # pragma: no cover - run by hand
 if __name__ == "__main__":  # pragma: no cover
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
     _bench()
+
+
+def test_an_embedding_server_that_is_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedding server is down (an Ollama container not started yet). Before, the index
+    could not be updated even with ``--no-embed``, ``serve http`` did not start, and every
+    hybrid question failed (HTTP 500). Now the update without embedding takes the dimension
+    the manifest records, the server starts, and hybrid answers from BM25 with a note."""
+    from ragloom.errors import EmbeddingError
+    from ragloom.server.engine import ServingEngine
+    from ragloom.settings import Settings
+
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    own = LoopbackEmbeddingServer()
+    repo = _repo(tmp_path / "repo")
+    spec = f"openai:test-model@{own.url}#max_retries=0"
+    with ragloom.Index.at(repo, embedder=spec) as idx:
+        idx.index(history=False)
+    own.close()  # the server goes away
+    (repo / "late.py").write_text("def zebra_quantum_marker():\n    return 1\n")
+    with ragloom.Index.at(repo) as idx:
+        stats = idx.index(embed=False, history=False)
+        assert stats.files_changed == 1 and stats.embeddings_pending >= 1
+        res = idx.search("zebra_quantum_marker")
+        assert res.hits[0].path == "late.py"
+        assert any("could not be embedded" in n for n in res.notes)
+        with pytest.raises(EmbeddingError):
+            idx.search("zebra quantum", strategy="dense")
+    with ServingEngine.open(repo, Settings(), warm=False) as eng:
+        answer = eng.search("zebra_quantum_marker", top_k=3)
+        assert answer["hits"][0]["path"] == "late.py"
+        assert any("hybrid answered from BM25 alone" in n for n in answer["notes"])

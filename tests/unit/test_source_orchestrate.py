@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from ragloom.errors import SearchError
 from ragloom.sources.base import (
     RetrieveOptions,
+    SourceContext,
     SourceHit,
     SourceQuery,
     SourceSettings,
@@ -51,6 +53,12 @@ class Scripted:
             await asyncio.to_thread(time.sleep, 5.0)
         if self.behaviour == "raise":
             raise RuntimeError("index is corrupt")
+        if self.behaviour == "dicts":  # a plug-in's slip: not SourceHits
+            return [{"not": "a hit"}]  # type: ignore[list-item]
+        if self.behaviour == "none":
+            return None  # type: ignore[return-value]
+        if self.behaviour == "text-date":
+            return [SourceHit(self.name, "x", "t", "text", 1.0, date="yesterday")]  # type: ignore[arg-type]
         if self.delay:
             await asyncio.sleep(self.delay)
         return [
@@ -206,3 +214,39 @@ def test_cut_properties(sources: list[str], top_k: int) -> None:
     if top_k >= 2 * len(set(sources)):  # room for every source's best item
         assert {h.source for h in out} == set(sources)
     assert cut_fused(fused, top_k) == out
+
+
+@pytest.mark.parametrize("behaviour", ["dicts", "none", "text-date"])
+def test_a_plug_in_answering_something_else_is_a_source_error(behaviour: str) -> None:
+    """A third-party source returning dicts, None or a date as text failed the whole query
+    in fusion (an internal error, HTTP 500); it is now that source's error."""
+    results, statuses, _ = _run([Scripted("code"), Scripted("notes", behaviour)])
+    assert statuses == {"code": "ok", "notes": "error"} and "notes" not in results
+
+
+def test_a_broken_plug_in_breaks_only_what_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One installed package with a plug-in that cannot be imported stopped every ``index``,
+    ``status`` and ``--sources`` command on the machine."""
+    from ragloom.errors import ConfigError
+    from ragloom.sources import registry
+    from ragloom.sources.multi import SourceSet
+
+    class Broken:
+        name, value = "Broken", "no_such_module_xyz:Thing"
+
+        def load(self) -> object:
+            raise ModuleNotFoundError("No module named 'no_such_module_xyz'")
+
+    monkeypatch.setattr(registry, "entry_points", lambda group: [Broken()])
+    factories = registry.source_factories()
+    assert {"code", "docs", "broken"} <= set(factories)
+    with pytest.raises(ConfigError, match="no_such_module_xyz"):
+        registry.create_source("broken", SourceContext(tmp_path, tmp_path / ".ragloom"))
+    with pytest.raises(ConfigError, match="no_such_module_xyz"):
+        SourceSet(tmp_path, tmp_path / ".ragloom", ["docs", "broken"])
+    tolerant = SourceSet(tmp_path, tmp_path / ".ragloom", ["docs", "broken"], tolerant=True)
+    assert set(tolerant.sources) == {"docs"} and "no_such_module_xyz" in tolerant.broken["broken"]
+    assert {r.source: r.status for r in tolerant.sync()} == {"docs": "ok", "broken": "error"}
+    tolerant.close()

@@ -18,7 +18,7 @@ from ragloom.index.atomic import atomic_write_bytes, atomic_write_json
 from ragloom.index.store import SCHEMA_VERSION
 from ragloom.index.tokenize import TOKENIZER_VERSION
 
-__all__ = ["FORMAT_VERSION", "Manifest", "read_manifest", "write_manifest"]
+__all__ = ["FORMAT_VERSION", "Manifest", "ensure_gitignore", "read_manifest", "write_manifest"]
 
 FORMAT_VERSION = 1
 """Version of the folder layout (files beside the database)."""
@@ -83,6 +83,15 @@ def read_manifest(index_dir: Path) -> Manifest | None:
 def write_manifest(index_dir: Path, manifest: Manifest) -> None:
     index_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(index_dir / MANIFEST_NAME, asdict(manifest))
+    ensure_gitignore(index_dir)
+
+
+def ensure_gitignore(index_dir: Path) -> None:
+    """A ``.gitignore`` of ``*`` in the index folder, so git never shows the index (written
+    once; a read-only folder is left as it is)."""
     gitignore = index_dir / ".gitignore"
     if not gitignore.exists():
-        atomic_write_bytes(gitignore, b"*\n")
+        try:
+            atomic_write_bytes(gitignore, b"*\n")
+        except OSError:
+            return

@@ -81,6 +81,8 @@ class RetrievedLists:
     bm25_ms: float = 0.0
     dense_ms: float = 0.0
     bm25_timed_out: bool = False
+    dense_error: str = ""
+    """Why the dense side failed (the query model raised): hybrid answers from BM25 alone."""
 
 
 def build_hits(

@@ -31,7 +31,7 @@ import numpy as np
 from opentelemetry import context as otel_context
 
 from ragloom.embed.document import embedding_key
-from ragloom.errors import ConfigError
+from ragloom.errors import ConfigError, EmbeddingError
 from ragloom.index.backend import ReadStore, SparseIndex, VectorIndex
 from ragloom.index.file_bm25 import FileScorer
 from ragloom.index.readscope import read_scope
@@ -432,7 +432,16 @@ class Retriever:
         elif sparse:
             out.bm25, out.bm25_ms = self._timed_sparse(pq, depth, None, view)
         if dense:
-            out.dense, out.dense_ms = self._timed_dense(pq.dense_text, depth, None, view)
+            try:
+                out.dense, out.dense_ms = self._timed_dense(pq.dense_text, depth, None, view)
+            except EmbeddingError as exc:
+                if not sparse:  # dense alone: nothing else can answer
+                    if fut is not None:
+                        fut.cancel()
+                    raise
+                # the query model failed (a remote embedding server down): hybrid answers
+                # from BM25 alone, with a note, rather than fail
+                out.dense_error = str(exc)
         if fut is not None:
             limit = self.bm25_timeout_ms
             try:
@@ -562,7 +571,12 @@ class Retriever:
         result.timings_ms["dense"] = main.dense_ms
         if isinstance(strat, Hybrid) and not main.dense:
             result.fallback_used = True
-            if main.bm25:
+            if main.dense_error:
+                result.notes.append(
+                    f"the question could not be embedded ({main.dense_error}): hybrid "
+                    "answered from BM25 alone"
+                )
+            elif main.bm25:
                 result.notes.append("no vectors available: hybrid answered from BM25 alone")
         if main.bm25_timed_out:
             result.fallback_used = result.bm25_timed_out = True

@@ -134,15 +134,29 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
             except RagError as exc:  # searching still works (BM25; dense notes the problem)
                 log.warning("query embedder %s unavailable: %s", spec, exc)
                 self._dense_off = True
-        if base is not None and (
-            base.model_id != manifest.embedding_model or base.dim != manifest.embedding_dim
-        ):
+        if base is not None and base.model_id != manifest.embedding_model:
+            asked = settings.embedding.model or getattr(base, "spec", None) or base.model_id
             raise IncompatibleIndexError(
                 f"index was embedded with {manifest.embedding_model} "
                 f"({manifest.embedding_dim}-d) but the configured query embedder is "
-                f"{base.model_id} ({base.dim}-d); run `ragloom index {root}` to re-embed "
+                f"{base.model_id}; run `ragloom index {root} --model {asked}` to re-embed "
                 f"every chunk with it, or set embedding.model to the index's model"
             )
+        if base is not None:
+            # the dimension is asked only of a model that can answer now: a remote model
+            # whose server is down must not keep the server from starting (its queries
+            # answer from BM25 with a note until it is back)
+            try:
+                dim = base.dim
+            except RagError as exc:
+                log.warning("query embedder %s cannot answer now: %s", base.model_id, exc)
+                dim = manifest.embedding_dim
+            if dim != manifest.embedding_dim:
+                raise IncompatibleIndexError(
+                    f"index was embedded with {manifest.embedding_model} "
+                    f"({manifest.embedding_dim}-d) but the query embedder gives {dim}-d "
+                    f"vectors; run `ragloom index {root}` to re-embed every chunk"
+                )
         self._doc_embedder = base
         """The loaded model itself: the watcher embeds documents with it (no second load,
         and the query-embedding cache is not filled with chunk texts)."""

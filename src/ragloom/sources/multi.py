@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragloom.errors import RagError
+from ragloom.errors import ConfigError, RagError
 from ragloom.index.lock import WriteLock
 from ragloom.retrieve.config import RecencyConfig
 from ragloom.sources.base import (
@@ -75,7 +75,11 @@ class SourceSet:
         weights: Mapping[str, float] | None = None,
         index: Index | None = None,
         storage: ItemStorage | None = None,
+        tolerant: bool = False,
     ) -> None:
+        """``tolerant``: a source that cannot be created (a plug-in that fails to load or to
+        construct) is left out and reported by :meth:`sync` and :meth:`freshness` instead of
+        raising (the saved sources of a plain ``ragloom index`` or ``status``)."""
         if storage is None and index is not None:
             storage = index.source_storage()
         self.context = SourceContext(root.resolve(), index_dir.resolve(), storage)
@@ -83,6 +87,8 @@ class SourceSet:
         factories = source_factories()
         self.sources: dict[str, Source] = {}
         self._failed: set[str] = set()
+        self.broken: dict[str, str] = {}
+        """Sources that could not be created, with why (``tolerant`` only)."""
         """Sources whose last sync failed (their options are not saved)."""
         self._history: Source | None = None
         self.settings: dict[str, SourceSettings] = {}
@@ -93,7 +99,14 @@ class SourceSet:
             if weights and name in weights:
                 st = replace(st, weight=float(weights[name]))
             self.settings[name] = st
-            self.sources[name] = create_source(name, self.context, st, factories)
+            try:
+                self.sources[name] = create_source(name, self.context, st, factories)
+            except ConfigError as exc:
+                if not tolerant:
+                    raise
+                self.broken[name] = str(exc)
+                del self.settings[name]
+                continue
             use = getattr(self.sources[name], "use_index", None)
             if index is not None and callable(use):
                 use(index)  # the caller's open index: one retriever and one model, not two
@@ -104,7 +117,8 @@ class SourceSet:
         ``index``, where that index keeps them (a PostgreSQL index: the database)."""
         storage = index.source_storage() if index is not None else None
         ctx = SourceContext(root.resolve(), index_dir.resolve(), storage)
-        return cls(root, index_dir, list(load_source_config(ctx)), index=index, storage=storage)
+        names = list(load_source_config(ctx))
+        return cls(root, index_dir, names, index=index, storage=storage, tolerant=True)
 
     # -- indexing -----------------------------------------------------------------------
     def sync(self, *, skip: Sequence[str] = ()) -> list[SyncReport]:
@@ -126,6 +140,7 @@ class SourceSet:
         with lock:
             reports.extend(self._sync_one(n) for n in order if n != "code")
             self._save_config()
+        reports.extend(SyncReport(n, status="error", error=why) for n, why in self.broken.items())
         return reports
 
     def _sync_one(self, name: str) -> SyncReport:
@@ -133,10 +148,13 @@ class SourceSet:
         t0 = time.perf_counter()
         try:
             rep = src.sync()
-        except RagError as exc:  # one source's failure (not a git repository, a bad export)
-            # is reported; the others still sync. What the source held is kept: the report
-            # counts it, and the options that failed are not saved (_save_config)
-            rep = SyncReport(name, status="error", error=str(exc), total=self._held(src))
+        except Exception as exc:  # one source's failure (not a git repository, a bad export,
+            # a plug-in's bug) is reported; the others still sync. What the source held is
+            # kept: the report counts it, and the options that failed are not saved
+            error = str(exc) if isinstance(exc, RagError) else f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, RagError):
+                log.warning("source %s failed to sync", name, exc_info=True)
+            rep = SyncReport(name, status="error", error=error, total=self._held(src))
             self._failed.add(name)
         rep.seconds = rep.seconds or time.perf_counter() - t0
         return rep
@@ -146,7 +164,7 @@ class SourceSet:
         """How many items the source holds now (0 when that cannot be read either)."""
         try:
             items = src.freshness().get("items")
-        except (RagError, OSError):
+        except Exception:  # what it holds cannot be read either: counted as none
             return 0
         return items if isinstance(items, int) else 0
 
@@ -275,6 +293,7 @@ class SourceSet:
             except Exception as exc:  # status reports a broken source, it does not fail
                 info = {"error": f"{type(exc).__name__}: {exc}"}
             out.append({"source": name, **info})
+        out.extend({"source": name, "error": why} for name, why in self.broken.items())
         return out
 
     def close(self) -> None:

@@ -104,6 +104,22 @@ class MultiSearchResult:
         return [s.to_dict() for s in self.statuses]
 
 
+def _checked_hits(name: str, found: object) -> list[SourceHit]:
+    """A source's answer as a list of hits, or TypeError (reported as the source's error) for
+    anything else: a third-party source that returns dicts, None or dates as text must not
+    fail the whole query further on, in fusion."""
+    if not isinstance(found, list | tuple):
+        raise TypeError(f"{name}.retrieve returned {type(found).__name__}, not a list of hits")
+    for h in found:
+        if not isinstance(h, SourceHit):
+            raise TypeError(f"{name}.retrieve returned a {type(h).__name__}, not a SourceHit")
+        if not isinstance(h.score, int | float) or (
+            h.date is not None and not isinstance(h.date, int | float)
+        ):
+            raise TypeError(f"{name}: hit {h.id!r} has a score or date that is not a number")
+    return list(found)
+
+
 async def _one(
     src: Source, query: SourceQuery, opts: RetrieveOptions, per_source_s: float
 ) -> tuple[list[SourceHit], SourceStatus]:
@@ -117,7 +133,7 @@ async def _one(
         # synced here is reported as such, not as an empty ``ok``
         if callable(indexed) and not await asyncio.to_thread(indexed):
             return None
-        return await src.retrieve(query, opts)
+        return _checked_hits(src.name, await src.retrieve(query, opts))
 
     try:
         found = await asyncio.wait_for(ask(), per_source_s)

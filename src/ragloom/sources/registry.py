@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, cast
 
-from ragloom.errors import ConfigError
+from ragloom.errors import ConfigError, RagError
 from ragloom.sources.base import (
     DEFAULT_SETTINGS,
     Source,
@@ -32,6 +33,8 @@ from ragloom.sources.base import (
     SourceFactory,
     SourceSettings,
 )
+
+log = logging.getLogger("ragloom")
 
 __all__ = [
     "BUILTIN_SOURCES",
@@ -71,11 +74,23 @@ def source_factories() -> dict[str, SourceFactory]:
     for name, target in BUILTIN_SOURCES.items():
         out[name] = _load_target(target)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
+        # names are compared in lower case (`--sources MyNotes` is `mynotes`)
         try:
-            out[ep.name] = cast(SourceFactory, ep.load())
-        except Exception as exc:  # a broken plug-in must not break the built-ins
-            raise ConfigError(f"source entry point {ep.name!r} ({ep.value}) failed: {exc}") from exc
+            out[ep.name.lower()] = cast(SourceFactory, ep.load())
+        except Exception as exc:  # a broken plug-in must not break the built-ins, nor any
+            # command that does not name it: it fails only when asked for
+            log.warning("source plug-in %s (%s) cannot be loaded: %s", ep.name, ep.value, exc)
+            out[ep.name.lower()] = _broken(ep.name, ep.value, exc)
     return out
+
+
+def _broken(name: str, value: str, exc: BaseException) -> SourceFactory:
+    message = f"source entry point {name!r} ({value}) failed: {exc}"
+
+    def refuse(context: SourceContext) -> Source:
+        raise ConfigError(message)
+
+    return refuse
 
 
 def default_settings(name: str) -> SourceSettings:
@@ -92,8 +107,15 @@ def create_source(
     known = factories if factories is not None else source_factories()
     if name not in known:
         raise ConfigError(f"unknown source {name!r}; known: {', '.join(sorted(known))}")
-    src = known[name](context)
-    src.initialize(settings if settings is not None else default_settings(name))
+    try:
+        src = known[name](context)
+        src.initialize(settings if settings is not None else default_settings(name))
+    except RagError:
+        raise
+    except Exception as exc:  # a plug-in's constructor: a clear error, not an internal one
+        raise ConfigError(
+            f"source {name!r} could not be created: {type(exc).__name__}: {exc}"
+        ) from exc
     return src
 
 

@@ -255,7 +255,7 @@ def test_folder_without_metadata_still_works(tmp_path: Path, model: OnnxEmbedder
     folder = _linked_copy(tmp_path)
     (folder / META_FILE).unlink()
     emb = OnnxEmbedder(folder)
-    assert emb.model_id == "model@onnx"
+    assert emb.model_id.startswith("model@onnx+") and len(emb.model_id) == len("model@onnx+") + 12
     assert emb.dim == 384  # learned from the graph's output shape
     assert not emb.alone  # its variant is unknown: batches, as for a float model
     for text in CODE[:3]:  # a batch of one is the shipped model's run
@@ -516,3 +516,47 @@ def test_worker_processes_sharing_the_cores_get_a_share_and_no_spinning(
     assert opts.intra_op_num_threads == 1
     assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert not onnx_mod._a_core_is_free()  # a lone query never takes every core then
+
+
+def test_two_models_in_folders_of_one_name_are_two_models(tmp_path: Path) -> None:
+    """Without ``ragloom_model.json`` a folder was named by its name alone: two different
+    models, each in a folder named ``model``, embedded as one (an index switched between
+    them without re-embedding, and the vector cache mixed their vectors). The id now reads
+    what the files hold; a copy of the same model keeps the same id."""
+    for sub in ("a", "b", "c"):
+        (tmp_path / sub).mkdir()
+    a = _linked_copy(tmp_path / "a")
+    b = _linked_copy(tmp_path / "b")
+    same = _linked_copy(tmp_path / "c")
+    for folder in (a, b, same):
+        (folder / META_FILE).unlink()
+    tok = b / TOKENIZER_FILE
+    data = json.loads(tok.read_text(encoding="utf-8"))
+    data["normalizer"] = None  # another tokenizer: another model
+    tok.unlink()  # a linked copy: never write through to the shipped file
+    tok.write_text(json.dumps(data), encoding="utf-8")
+    ids = {OnnxEmbedder(f).model_id for f in (a, b, same)}
+    assert len(ids) == 2 and OnnxEmbedder(a).model_id == OnnxEmbedder(same).model_id
+
+
+def test_model_specs_a_user_mistypes_get_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative model folder was kept as written, so the index could not be used from any
+    other folder ("needs sentence-transformers"); a folder without the model's files, a path
+    that does not exist and ``OpenAI:`` all said "needs sentence-transformers" too."""
+    folder = _linked_copy(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    emb = load_embedder("model")
+    assert isinstance(emb, OnnxEmbedder) and emb.spec == str(folder.resolve())
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / MODEL_FILE).symlink_to(folder / MODEL_FILE)
+    with pytest.raises(EmbeddingError, match=f"has no {TOKENIZER_FILE}"):
+        load_embedder("half")
+    with pytest.raises(EmbeddingError, match=r"no model folder at \./nowhere"):
+        load_embedder("./nowhere")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(EmbeddingError, match="is not a model folder"):
+        load_embedder(str(tmp_path / "plain"))
+    assert load_embedder("HASHING:64").model_id == load_embedder("hashing:64").model_id
+    assert load_embedder("OpenAI:m@http://127.0.0.1:9/v1").spec == "openai:m@http://127.0.0.1:9/v1"

@@ -755,3 +755,18 @@ def test_an_embedding_server_that_is_down(tmp_path: Path, monkeypatch: pytest.Mo
         answer = eng.search("zebra_quantum_marker", top_k=3)
         assert answer["hits"][0]["path"] == "late.py"
         assert any("hybrid answered from BM25 alone" in n for n in answer["notes"])
+
+
+def test_a_first_index_that_fails_leaves_its_folder_ignored_by_git(tmp_path: Path) -> None:
+    from ragloom.errors import EmbeddingError
+
+    own = LoopbackEmbeddingServer()
+    url = own.url
+    own.close()
+    repo = _repo(tmp_path / "repo")
+    with (
+        pytest.raises(EmbeddingError),
+        ragloom.Index.at(repo, embedder=f"openai:test-model@{url}#max_retries=0") as idx,
+    ):
+        idx.index(history=False)
+    assert (repo / ".ragloom" / ".gitignore").read_text() == "*\n"

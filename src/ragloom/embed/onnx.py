@@ -50,6 +50,35 @@ __all__ = [
 QUANTISED_VARIANT = "int8"
 """A model whose ``variant`` names this is dynamically quantised: it embeds every text alone."""
 
+FINGERPRINT_BYTES = 1 << 20
+"""Bytes read from each end of ``model.onnx`` for :func:`folder_fingerprint`."""
+
+
+def folder_fingerprint(model_dir: Path) -> str:
+    """12 hex digits identifying a model folder without ``ragloom_model.json`` by what it
+    holds: the whole ``tokenizer.json``, and ``model.onnx``'s size and its first and last
+    MiB (two exports differ there; reading a 90 MB graph whole for every open would not pay).
+    A user trial had two different models in folders both named ``model`` embed as one: the
+    index switched between them without re-embedding, and the vector cache gave one model's
+    vectors to the other."""
+    digest = hashlib.sha256()
+    for name in (TOKENIZER_FILE, MODEL_FILE):
+        path = model_dir / name
+        try:
+            size = path.stat().st_size
+            with open(path, "rb") as fh:
+                if name == TOKENIZER_FILE:
+                    digest.update(fh.read())
+                else:
+                    digest.update(str(size).encode())
+                    digest.update(fh.read(FINGERPRINT_BYTES))
+                    fh.seek(max(0, size - FINGERPRINT_BYTES))
+                    digest.update(fh.read(FINGERPRINT_BYTES))
+        except OSError:
+            digest.update(b"missing " + name.encode())
+    return digest.hexdigest()[:12]
+
+
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "ragloom_model.json"
@@ -276,8 +305,9 @@ class OnnxEmbedder:
         self._dim: int | None = self.meta.dim if self.meta else None
         if self.meta is not None:
             base = f"{self.meta.model_id}@{self.meta.variant}"
-        else:
-            base = f"{self.model_dir.resolve().name}@onnx"
+        else:  # the folder's name and what its files hold: two models in folders both named
+            # `onnx/` (the usual export layout) are two models, not one
+            base = f"{self.model_dir.resolve().name}@onnx+{folder_fingerprint(self.model_dir)}"
         suffix = f"+seq{self.max_seq_length}" if self.max_seq_length != default_len else ""
         self._alone = self.meta is not None and QUANTISED_VARIANT in self.meta.variant
         self._model_id = base + suffix + ("+alone" if self._alone else "")

@@ -212,6 +212,13 @@ def load_embedder(spec: str | None = None, **kw: Any) -> Embedder:
         emb.spec = DEFAULT_SPEC
         return emb
     spec = spec.strip()
+    head, colon, rest = spec.partition(":")
+    if colon and head.lower() in (OPENAI_SPEC, HASHING_SPEC) and head != head.lower():
+        spec = f"{head.lower()}:{rest}"  # `OpenAI:...` is `openai:...`
+    elif spec.lower() in (OPENAI_SPEC, HASHING_SPEC, DEFAULT_SPEC):
+        spec = spec.lower()
+    if spec == DEFAULT_SPEC:
+        return load_embedder(DEFAULT_SPEC, **kw)
     if spec == HASHING_SPEC or spec.startswith(HASHING_SPEC + ":"):
         if kw:
             raise ConfigError(f"the hashing embedder takes no options, got {sorted(kw)}")
@@ -225,7 +232,30 @@ def load_embedder(spec: str | None = None, **kw: Any) -> Embedder:
         )
     path = Path(spec).expanduser()
     if (path / MODEL_FILE).is_file() and (path / TOKENIZER_FILE).is_file():
-        return OnnxEmbedder(path, **kw)
+        # kept as an absolute path: the index names its model by it, and a relative one
+        # would mean another folder (or none) from anywhere else
+        emb_dir = path.resolve()
+        onnx = OnnxEmbedder(emb_dir, **kw)
+        onnx.spec = str(emb_dir)
+        return onnx
+    if (path / MODEL_FILE).is_file() or (path / TOKENIZER_FILE).is_file():
+        missing = TOKENIZER_FILE if (path / MODEL_FILE).is_file() else MODEL_FILE
+        raise EmbeddingError(f"the model folder {path} has no {missing}")
+    looks_like_path = spec.startswith(("/", "./", "../", "~"))
+    if looks_like_path and not path.exists():
+        raise EmbeddingError(
+            f"no model folder at {spec} (an ONNX model folder holds {MODEL_FILE} and "
+            f"{TOKENIZER_FILE}; a sentence-transformers name has no leading / or ./)"
+        )
+    if (
+        path.is_dir()
+        and not (path / "modules.json").is_file()
+        and not (path / "config.json").is_file()
+    ):
+        raise EmbeddingError(
+            f"{path} is not a model folder: it has no {MODEL_FILE} and {TOKENIZER_FILE} (ONNX) "
+            "nor a sentence-transformers model"
+        )
     from ragloom.embed.st import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(spec, **kw)

@@ -122,6 +122,21 @@ class _Handler(BaseHTTPRequestHandler):
                 bad = {"data": [{"index": 0, "embedding": ["a", "b"]}]}
                 self._reply(200, json.dumps(bad).encode())
                 return
+            case "number-strings" | "bools":  # json numbers as text, or true/false
+                value: Any = "0.5" if fault == "number-strings" else True
+                bad = {"data": [{"index": 0, "embedding": [value, value]}]}
+                self._reply(200, json.dumps(bad).encode())
+                return
+            case "cut":  # announces the whole answer, sends half, hangs up
+                body_cut = json.dumps({"data": [{"index": 0, "embedding": [1.0] * 50}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body_cut)))
+                self.end_headers()
+                self.wfile.write(body_cut[: len(body_cut) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                return
             case "nested":
                 bad = {"data": [{"index": 0, "embedding": [[1.0], [2.0]]}]}
                 self._reply(200, json.dumps(bad).encode())
@@ -400,6 +415,8 @@ def test_malformed_answers(
     [
         ("bad-index", r"indexes \[5\] are not 0..0"),
         ("strings", r"holds non-numbers"),
+        ("number-strings", r"holds non-numbers"),  # "0.5" was taken as 0.5
+        ("bools", r"holds non-numbers"),  # true was taken as 1.0
         ("nested", r"not a flat list of numbers"),
         ("nan", r"NaN or infinite values"),
     ],
@@ -770,3 +787,11 @@ def test_a_first_index_that_fails_leaves_its_folder_ignored_by_git(tmp_path: Pat
     ):
         idx.index(history=False)
     assert (repo / ".ragloom" / ".gitignore").read_text() == "*\n"
+
+
+def test_an_answer_cut_off_is_retried(make: Any, srv: LoopbackEmbeddingServer) -> None:
+    """A server that sends half of the body it announced and hangs up: read as "not JSON"
+    after one request before, with no retry."""
+    srv.fail("cut")
+    assert make().embed_query("x").shape == (DIM,)
+    assert len(srv.requests) == 2

@@ -473,6 +473,14 @@ class OpenAICompatEmbedder:
                     self._drop_connection()
                     raise self._fail(f"answer larger than {MAX_RESPONSE_BYTES} bytes")
                 headers = {k.lower(): v for k, v in resp.getheaders()}
+                declared = headers.get("content-length", "")
+                if declared.isdigit() and int(declared) != len(data):
+                    # a read of a given size returns what came before the server hung up,
+                    # without http.client's IncompleteRead: a cut-off answer, retried
+                    self._drop_connection()
+                    raise http.client.RemoteDisconnected(
+                        f"answer cut off after {len(data)} of {declared} bytes"
+                    )
                 if resp.will_close:
                     self._drop_connection()
                 return resp.status, headers, data
@@ -586,10 +594,15 @@ class OpenAICompatEmbedder:
         width = len(rows[0])
         if any(len(r) != width for r in rows):
             raise self._fail("malformed answer: vectors of different lengths in one answer")
-        try:  # numpy checks the elements (a per-float Python check cost ~20 % of a decode)
-            mat = np.asarray(rows, dtype=np.float64)
+        try:  # numpy checks the elements (a per-float Python check cost ~20 % of a decode):
+            # numbers give a numeric array, while strings ("0.1") or booleans would be
+            # converted by a float64 cast, so the kind is checked before casting
+            raw = np.asarray(rows)
         except (TypeError, ValueError):
             raise self._fail("malformed answer: an 'embedding' holds non-numbers") from None
+        if raw.dtype.kind not in "fiu":
+            raise self._fail("malformed answer: an 'embedding' holds non-numbers")
+        mat = raw.astype(np.float64, copy=False)
         if mat.ndim != 2:
             raise self._fail("malformed answer: an 'embedding' is not a flat list of numbers")
         self._check_width(width)

@@ -408,9 +408,12 @@ def test_config_reload_on_request(client: httpx.Client, anon: httpx.Client, repo
     config = repo / "ragloom.toml"
     assert anon.post("/config/reload").status_code == 401
     try:
-        config.write_text("[ranking]\ntop_k = 4\n")
+        config.write_text('[ranking]\ntop_k = 4\n[embedding]\nmodel = "hashing:8"\n')
         body = client.post("/config/reload").json()
         assert "ranking.top_k" in body["changed"]
+        # the query model is the index's while the server runs: not reported as changed
+        assert "embedding.model" not in body["changed"]
+        assert body["sources"]["embedding.model"] == "running"
         assert body["sources"]["ranking.top_k"] == "ragloom.toml"
         assert body["sources"]["server.api_token"] == "running"
         assert TOKEN not in str(body)  # masked

@@ -17,7 +17,7 @@ from ragloom.server.feedback import FeedbackBase
 from ragloom.server.jobs import _JobsMixin
 from ragloom.settings import Settings, load_settings
 
-_FIXED_SECTIONS = ("server.", "storage.")
+_FIXED_SECTIONS = ("server.", "storage.", "embedding.")
 """Settings a live reload does not change (fixed when the server starts)."""
 
 
@@ -82,6 +82,9 @@ class _OperationsMixin(_JobsMixin, _AnswersMixin):
         started with (each reads ``self._settings`` once)."""
         with self._lock:
             old = self._settings
+            # the query model is the index's (a switch by another process is followed, docs/
+            # serving.md): `embedding.model` in a reloaded file applies at the next start
+            settings = settings.model_copy(update={"embedding": old.embedding})
             if settings.cache != old.cache:
                 self._results = ResultCache(
                     ttl_s=settings.cache.ttl_s,
@@ -100,16 +103,20 @@ class _OperationsMixin(_JobsMixin, _AnswersMixin):
         tool): re-read the repository's ``ragloom.toml`` / ``[tool.ragloom]`` and the
         environment, and apply them as :meth:`apply_settings` does.
 
-        The ``server`` and ``storage`` sections keep their running values (host, port, token,
-        the request limits and the index served are fixed when the server starts); their keys
-        report the source ``running``.
+        The ``server``, ``storage`` and ``embedding`` sections keep their running values (host,
+        port, token, the request limits, the index served and its query model are fixed when
+        the server starts); their keys report the source ``running``.
         A bad configuration raises ConfigError (one line, with the key path) and nothing
         changes. Returns ``{"changed": [dotted keys], "settings", "sources", "files"}``.
         """
         loaded = load_settings(self.root)
         current = self.settings
         new = loaded.settings.model_copy(
-            update={"server": current.server, "storage": current.storage}
+            update={
+                "server": current.server,
+                "storage": current.storage,
+                "embedding": current.embedding,
+            }
         )
         before, after = current.flat(), new.flat()
         changed = sorted(k for k, v in after.items() if before.get(k) != v)

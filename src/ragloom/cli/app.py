@@ -118,7 +118,7 @@ def handle_errors(fn: F) -> F:
             # A bug, not bad input: one line by default, the traceback with -v (and in the log).
             logging.getLogger("ragloom.cli").info("internal error", exc_info=True)
             click.echo(
-                f"internal error: {type(exc).__name__}: {exc} (run with -v for the traceback; "
+                f"internal error: {type(exc).__name__}: {exc} (run `ragloom -v COMMAND ...` for the traceback; "
                 "please report it)",
                 err=True,
             )

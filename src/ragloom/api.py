@@ -461,9 +461,16 @@ class Index:
             # old index until then and an interrupted rebuild leaves it as it was. Only an
             # index it cannot read (another format, a damaged database) is deleted first.
             in_place = rebuild and self._rebuildable()
+            kept: Manifest | None = None
             if rebuild and not in_place:
+                # the model the index was made with survives a rebuild from nothing (it went
+                # back to the default model, re-embedding everything with it)
+                with contextlib.suppress(RagError):
+                    kept = read_manifest(self.index_dir)
                 self._delete_index_files()
             old = read_manifest(self.index_dir) if self.exists else None
+            if self._embedder_arg is None and kept is not None and kept.embedding_spec:
+                self._embedder_arg = kept.embedding_spec
             emb_arg = self._embedder_arg
             if isinstance(emb_arg, str) or emb_arg is None:
                 # A new index without --model: None lets RAGLOOM_EMBEDDING_PROVIDER choose.

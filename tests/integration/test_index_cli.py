@@ -306,3 +306,27 @@ def test_a_reader_that_stops_reading_is_no_internal_error(json_repo: Path) -> No
     err = proc.stderr.read().decode()
     proc.stderr.close()
     assert proc.wait(timeout=60) in (0, 141) and "error" not in err, err
+
+
+def test_a_damaged_index_says_rebuild_and_the_rebuild_keeps_the_model(tmp_path: Path) -> None:
+    """``--rebuild`` of an index it could not read deleted the manifest first and re-embedded
+    everything with the default model (a user trial: a hashing index came back as MiniLM);
+    the error did not name ``--rebuild``. New databases use 8 KiB pages (vector rows inline)."""
+    import sqlite3
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text("def parse_header(line):\n    return line.split(':')\n")
+    run_cli("index", str(root), "--model", "hashing:64")
+    db = root / ".ragloom" / "index.sqlite"
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == 8192
+    conn.close()
+    for extra in ("-wal", "-shm"):
+        Path(str(db) + extra).unlink(missing_ok=True)
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
+    broken = run_cli("index", str(root))
+    assert broken.returncode != 0 and "--rebuild" in broken.stderr
+    assert run_cli("index", str(root), "--rebuild").returncode == 0
+    status = json.loads(run_cli("status", "--index-dir", str(root / ".ragloom"), "--json").stdout)
+    assert status["model"] == "ragloom/hashing-v1@64d"

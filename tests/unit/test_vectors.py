@@ -70,3 +70,39 @@ def test_a_file_of_another_dimension_is_not_searched(tmp_path: Path) -> None:
     assert narrow.count() == 0 and narrow.search(_unit(rng, 1, 16)[0], 5) == []
     same = HnswVectors(tmp_path / "v", 24)
     assert same.foreign_dim is None and same.search(wide[7], 1)[0][0] == 8
+
+
+def test_a_damaged_file_is_searched_as_empty_and_written_again(tmp_path: Path) -> None:
+    """A truncated ``vectors.hnsw`` raised on every open: search (BM25 too), ``status`` and
+    ``index --rebuild`` all failed (a user trial). It is derived data: now it reads as empty,
+    and the next writer replaces it."""
+    rng = np.random.default_rng(5)
+    vecs = _unit(rng, 40, 16)
+    HnswVectors(tmp_path / "v", 16).apply(np.arange(1, 41), vecs, [])
+    path = tmp_path / "v" / "vectors.hnsw"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    damaged = HnswVectors(tmp_path / "v", 16)
+    assert damaged.damaged and damaged.count() == 0 and damaged.search(vecs[0], 3) == []
+    damaged.apply(np.arange(1, 41), vecs, [])  # what the next `ragloom index` does
+    assert HnswVectors(tmp_path / "v", 16).search(vecs[3], 1)[0][0] == 4
+
+
+def test_files_written_atomically_get_a_plain_mode(tmp_path: Path) -> None:
+    """Files written through a temporary file were 0600 (``mkstemp``) while the database
+    beside them was 0644: an index shared with another account could not read its manifest
+    or vectors."""
+    import os
+    import stat
+
+    from ragloom.index.atomic import atomic_write_json
+
+    mask = os.umask(0o022)
+    try:
+        atomic_write_json(tmp_path / "m.json", {"a": 1})
+        HnswVectors(tmp_path / "v", 4).apply(
+            np.arange(1, 3), np.eye(2, 4, dtype=np.float32), []
+        )
+    finally:
+        os.umask(mask)
+    for f in (tmp_path / "m.json", tmp_path / "v" / "vectors.hnsw"):
+        assert stat.S_IMODE(f.stat().st_mode) == 0o644, f

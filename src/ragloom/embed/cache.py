@@ -115,6 +115,10 @@ class VectorCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+        if not self._db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall():
+            # a new file: pages that hold a vector row inline (on 4 KiB pages a 1.5 KB row
+            # spilled to a mostly empty overflow page: 4x the vectors' size on disk)
+            self._db.execute("PRAGMA page_size=8192")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
@@ -203,17 +207,32 @@ class VectorCache:
         return removed
 
     def prune(self, max_bytes: int | None = None) -> int:
-        """Cut the cache to ``max_bytes`` (default: its bound), least recently used first;
-        returns the vectors removed."""
+        """Cut the cache to ``max_bytes`` (default: its bound), least recently used first, and
+        give the freed space back to the disk; returns the vectors removed."""
         with self._lock:
-            return self._evict(self.max_bytes if max_bytes is None else max(0, max_bytes))
+            removed = self._evict(self.max_bytes if max_bytes is None else max(0, max_bytes))
+            if removed:
+                self._compact()
+            return removed
 
     def clear(self) -> int:
-        """Empty the cache; returns the vectors removed."""
-        with self._lock, self._db:
-            n = int(self._db.execute("DELETE FROM vec").rowcount)
-            self._db.execute("UPDATE meta SET value = 0 WHERE key = 'bytes'")
+        """Empty the cache and give its space back to the disk; returns the vectors removed."""
+        with self._lock:
+            with self._db:
+                n = int(self._db.execute("DELETE FROM vec").rowcount)
+                self._db.execute("UPDATE meta SET value = 0 WHERE key = 'bytes'")
+            self._compact()
         return n
+
+    def _compact(self) -> None:
+        """VACUUM (the file kept its size after ``prune`` and ``clear`` before: deleted rows
+        only free pages inside it); skipped, with the space kept, while another process
+        holds the file. Call with the lock held."""
+        try:
+            self._db.execute("VACUUM")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError as exc:
+            log.info("vector cache not compacted now: %s", exc)
 
     def stats(self) -> dict[str, object]:
         """``path``, ``entries``, ``bytes``, ``max_bytes``."""

@@ -52,6 +52,8 @@ class ModuleMap:
         self.js: dict[str, str] = {}
         self.dirs: dict[str, list[str]] = defaultdict(list)  # folder -> files (Go, Java, Rust)
         self.language: dict[str, str] = {}
+        self._tails: dict[str, list[str]] | None = None
+        self._package_memo: dict[tuple[str, str], list[str]] = {}
         for path, language in files:
             self.language[path] = language
             self.dirs[posixpath.dirname(path)].append(path)
@@ -122,10 +124,25 @@ class ModuleMap:
     def package_files(self, import_path: str, sep: str = "/") -> list[str]:
         """The files of the indexed folder whose path ends with the import path's longest
         matching tail (Go ``github.com/o/r/sub/pkg`` -> ``sub/pkg``; Java ``a.b`` -> ``a/b``)."""
+        key = (import_path, sep)
+        found = self._package_memo.get(key)
+        if found is None:
+            found = self._package_memo[key] = self._package_files(import_path, sep)
+        return found
+
+    def _package_files(self, import_path: str, sep: str) -> list[str]:
+        if self._tails is None:  # every folder by each of its tails, built once
+            # (a scan of every folder per import tail took 1.6 s of a `ragloom defs` on a
+            # 7,600-file Java and Go monorepo: 7,821 scans)
+            tails: dict[str, list[str]] = defaultdict(list)
+            for d in self.dirs:
+                comps = d.split("/")
+                for k in range(len(comps)):
+                    tails["/".join(comps[k:])].append(d)
+            self._tails = tails
         comps = [c for c in import_path.split(sep) if c]
         for k in range(len(comps)):
-            tail = "/".join(comps[k:])
-            hits = [d for d in self.dirs if d == tail or d.endswith("/" + tail)]
+            hits = self._tails.get("/".join(comps[k:]), [])
             if len(hits) == 1:
                 return self.dirs[hits[0]]
             if hits:

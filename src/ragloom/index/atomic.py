@@ -9,7 +9,31 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["atomic_save_npy", "atomic_write_bytes", "atomic_write_json", "load_npy"]
+__all__ = [
+    "atomic_save_npy",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "load_npy",
+    "plain_mode",
+]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
+"""The mode ``open()`` gives a new file here (0644 under the usual umask)."""
+
+
+def plain_mode(fd: int) -> None:
+    """Give a file made by ``tempfile.mkstemp`` (mode 0600) the mode a plainly created file
+    gets: the index's other files (the database) are readable by whoever may read the folder,
+    and an index shared with another account (a server under its own user) could not read its
+    manifest or vectors (a user trial)."""
+    os.fchmod(fd, _FILE_MODE)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -17,6 +41,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        plain_mode(fd)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from ragloom.errors import IndexLockedError
+from ragloom.errors import IndexLockedError, InputError
 
 __all__ = ["WriteLock"]
 
@@ -24,7 +24,12 @@ class WriteLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a read-only folder or disk, no permission: bad input
+            raise InputError(
+                f"cannot write to the index folder {self.path.parent}: {exc.strerror or exc}"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

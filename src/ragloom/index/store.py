@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -69,6 +70,29 @@ __all__ = ["SCHEMA_VERSION", "ChunkRow", "FileRow", "GraphDefRow", "Store"]
 log = logging.getLogger("ragloom.index")
 
 
+PAGE_SIZE = 8192
+"""SQLite page size of a new index database (see ``Store.__init__``)."""
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection; on a read-only folder (a CI cache, a container image, an NFS
+    export) where SQLite cannot create the WAL's shared-memory file, one that reads the file
+    as immutable (it cannot change there: nothing can write it)."""
+    uri = f"file:{path}?mode=ro"
+    db = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
+    try:
+        db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        return db
+    except sqlite3.OperationalError:
+        if os.access(path.parent, os.W_OK):
+            raise
+        db.close()
+    log.info("index folder %s is read-only: its database is read as immutable", path.parent)
+    return sqlite3.connect(
+        f"file:{path}?immutable=1", uri=True, check_same_thread=False, timeout=30
+    )
+
+
 class Store(
     StoreGenerationsMixin, StoreGraphMixin, StoreEmbeddingsMixin, StoreSpaceMixin, ChunkCounts
 ):
@@ -80,12 +104,16 @@ class Store(
         self._own_version = 0
         try:
             if readonly:
-                uri = f"file:{path}?mode=ro"
-                self._db = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
+                self._db = _open_readonly(path)
             else:
                 self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
                 if self.schema_version() == 0:
-                    # must precede the first table; lets reclaim_space() shrink the file later
+                    # both must precede the first table. 8 KiB pages hold a vector row inline
+                    # (a 384-d float32 vector is 1,536 bytes): on 4 KiB pages a WITHOUT ROWID
+                    # row keeps about 1,000 bytes inline and moves the rest to an overflow
+                    # page of its own, mostly empty (the embeddings took 4x their size, a user
+                    # trial). auto_vacuum lets reclaim_space() shrink the file later
+                    self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
                     self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 self._db.execute("PRAGMA journal_mode=WAL")
                 # the WAL is cut back to this size when it restarts (a VACUUM or a large update
@@ -95,7 +123,10 @@ class Store(
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=30000")
         except sqlite3.Error as exc:
-            raise DbError(f"cannot open index database {path}: {exc}") from exc
+            hint = ""
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                hint = " (`ragloom index ROOT --rebuild` makes it again from the files)"
+            raise DbError(f"cannot open index database {path}: {exc}{hint}") from exc
         if not readonly:
             self._migrate()
         else:

@@ -32,8 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ragloom.errors import DbError
-from ragloom.index.atomic import atomic_write_bytes, atomic_write_json, load_npy
+from ragloom.index.atomic import atomic_write_bytes, atomic_write_json, load_npy, plain_mode
 
 __all__ = [
     "HNSW_EF_CONSTRUCTION",
@@ -131,6 +130,9 @@ class HnswVectors:
         self.dirty = False
         """True when the index in memory holds changes the file does not (a live index applies
         changes without saving; :func:`persist_live` saves them)."""
+        self.damaged: str | None = None
+        """Why the file in the folder could not be loaded (nothing is searched; the next
+        writer replaces it)."""
         self.foreign_dim: int | None = None
         """The dimension of the file in the folder when it is not :attr:`dim` (another model's
         vectors): nothing is loaded from it, and searches find nothing, rather than compare
@@ -169,7 +171,18 @@ class HnswVectors:
             except (RuntimeError, OSError) as exc:
                 if not last and _ident(path) != ident:
                     continue  # replaced while loading
-                raise DbError(f"cannot load vector index {path}: {exc}") from exc
+                # derived data (the store keeps every vector): searched as empty, so BM25,
+                # `status` and the next `index` (which writes the file anew from the store)
+                # still work; a damaged file blocked every command, `--rebuild` too
+                log.warning(
+                    "vector index %s cannot be read (%s): dense search finds nothing until "
+                    "`ragloom index` writes it again",
+                    path,
+                    exc,
+                )
+                self.damaged = str(exc)
+                self._ident = ident
+                return
             if _ident(path) != ident and not last:
                 continue
             self._index = index
@@ -353,6 +366,7 @@ class HnswVectors:
         index = self._index
         self.directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".vectors.", suffix=".tmp")
+        plain_mode(fd)
         os.close(fd)
         try:
             index.save_index(tmp)

@@ -35,6 +35,7 @@ from typing import IO, Final
 
 from ragloom._version import __version__
 from ragloom.errors import DbError
+from ragloom.index.atomic import plain_mode
 from ragloom.index.tokenize import TOKENIZER_VERSION
 
 __all__ = [
@@ -139,6 +140,7 @@ def save_snapshot(
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
+            plain_mode(fd)
             written = 0
             with os.fdopen(fd, "wb") as out:
                 out.write(SNAPSHOT_MAGIC)

@@ -99,9 +99,7 @@ def test_files_written_atomically_get_a_plain_mode(tmp_path: Path) -> None:
     mask = os.umask(0o022)
     try:
         atomic_write_json(tmp_path / "m.json", {"a": 1})
-        HnswVectors(tmp_path / "v", 4).apply(
-            np.arange(1, 3), np.eye(2, 4, dtype=np.float32), []
-        )
+        HnswVectors(tmp_path / "v", 4).apply(np.arange(1, 3), np.eye(2, 4, dtype=np.float32), [])
     finally:
         os.umask(mask)
     for f in (tmp_path / "m.json", tmp_path / "v" / "vectors.hnsw"):

@@ -330,3 +330,13 @@ def test_a_damaged_index_says_rebuild_and_the_rebuild_keeps_the_model(tmp_path: 
     assert run_cli("index", str(root), "--rebuild").returncode == 0
     status = json.loads(run_cli("status", "--index-dir", str(root / ".ragloom"), "--json").stdout)
     assert status["model"] == "ragloom/hashing-v1@64d"
+
+
+def test_status_takes_the_path_index_takes(json_repo: Path) -> None:
+    """``ragloom status big`` was "unexpected extra argument", although ``index`` and ``watch``
+    take PATH."""
+    for where in (json_repo, json_repo / ".ragloom"):
+        out = run_cli("status", str(where), "--no-freshness", "--json")
+        assert out.returncode == 0 and json.loads(out.stdout)["chunks"] > 0
+    both = run_cli("status", str(json_repo), "--index-dir", str(json_repo / ".ragloom"))
+    assert both.returncode == 2 and "not both" in both.stderr

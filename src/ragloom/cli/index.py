@@ -152,6 +152,7 @@ def _names_commits(sources: str | None) -> bool:
 
 
 @click.command("status")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option(
     "--index-dir", type=click.Path(path_type=Path), help="Index folder [nearest .ragloom]."
 )
@@ -162,6 +163,7 @@ def _names_commits(sources: str | None) -> bool:
 @backend_options
 @handle_errors
 def status_cmd(
+    path: Path | None,
     index_dir: Path | None,
     no_freshness: bool,
     as_json: bool,
@@ -169,8 +171,11 @@ def status_cmd(
     dsn: str | None,
     repo: str | None,
 ) -> None:
-    """Show counts, model, BM25 and vector readiness, and freshness."""
-    idx = open_read(index_dir, backend, dsn, repo)
+    """Show counts, model, BM25 and vector readiness, and freshness of the index of PATH (a
+    repository root or an index folder; default: the nearest index)."""
+    if path is not None and index_dir is not None:
+        raise ConfigError("give PATH or --index-dir, not both")
+    idx = open_read(path if path is not None else index_dir, backend, dsn, repo)
     try:
         st = idx.status(freshness=not no_freshness)
         fresh = status_sources(idx)  # None unless `index --sources` synced some

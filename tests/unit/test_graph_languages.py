@@ -56,8 +56,9 @@ FILES = {
 }
 
 
-def _graph(tmp_path: Path) -> CodeGraph:
-    for rel, text in FILES.items():
+def _graph(tmp_path: Path, files: dict[str, str] = FILES) -> CodeGraph:
+    """The code graph of ``files`` written under ``tmp_path`` and indexed."""
+    for rel, text in files.items():
         p = tmp_path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
@@ -132,13 +133,7 @@ def test_a_rust_workspace_crate_imports_another(tmp_path: Path) -> None:
             "pub fn build() -> GlobBuilder {\n    GlobBuilder::new(2)\n}\n"
         ),
     }
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    idx = ragloom.open(tmp_path, embedder="hashing")
-    idx.index(embed=False, history=False)
-    g = idx.graph()
+    g = _graph(tmp_path, files)
     (new,) = g.definitions("GlobBuilder.new")
     assert ("crates/ignore/src/types.rs", "build") in {
         (d.path, d.symbol) for d, _ in g.callers(new.id)

@@ -452,12 +452,17 @@ def sync_configured_sources(idx: Any) -> list[dict[str, object]] | None:
     (``<index>/sources/config.json``), so docs, issues and pull requests do not go stale while
     the code is kept up to date; None when none were named. ``commits`` is left out: the code
     index's own history sync just brought it up to date (or ``--no-history`` asked for none)."""
+    from ragloom.sources.base import SourceContext
     from ragloom.sources.multi import SourceSet
+    from ragloom.sources.registry import load_source_config
 
-    ss = SourceSet.configured(idx.root, idx.index_dir, index=idx)
+    storage = idx.source_storage()
+    ctx = SourceContext(idx.root.resolve(), idx.index_dir.resolve(), storage)
+    names = [n for n in load_source_config(ctx) if n not in ("code", "commits")]
+    if not names:  # the usual case: nothing to open (loading the sources took 47 ms)
+        return None
+    ss = SourceSet(idx.root, idx.index_dir, names, index=idx, storage=storage, tolerant=True)
     try:
-        if not set(ss.sources) - {"code", "commits"}:
-            return None
         reports = ss.sync(skip=("code", "commits"))
     finally:
         ss.close()

@@ -425,8 +425,12 @@ class Index:
         verify: Collection[str] | None = None,
         recent_only: bool = False,
         keep_model: bool = False,
+        wait_s: float = 0.0,
     ) -> IndexStats:
         """Build the index or bring it up to date (only changed files are re-parsed).
+
+        ``wait_s``: how long to wait for another writer (a watcher's batch, another ``index``)
+        before :class:`IndexLockedError` (0: refuse at once).
 
         ``keep_model`` (a watcher's batch): an index now embedded with another model than
         this writer's (another process re-indexed it with ``--model``) is refused with
@@ -454,7 +458,7 @@ class Index:
         # git ignores the folder from its first moment: a first run that fails (a model that
         # cannot be loaded) left it with a lock file only, shown by `git status`
         ensure_gitignore(self.index_dir)
-        with WriteLock(self.index_dir):
+        with WriteLock(self.index_dir, wait_s=wait_s):
             self.close()
             # A rebuild of an index this version can read is one more generation: every file
             # re-parsed and every chunk written anew, published at once, so readers keep the
@@ -1060,6 +1064,7 @@ class PostgresIndex(Index):
         verify: Collection[str] | None = None,
         recent_only: bool = False,
         keep_model: bool = False,
+        wait_s: float = 0.0,
     ) -> IndexStats:
         """Build or update the repository in the database (one transaction per generation;
         ``rebuild`` re-parses every file and replaces every chunk in that one transaction).
@@ -1110,6 +1115,7 @@ class PostgresIndex(Index):
             model_changed=model_changed,
             rebuild=rebuild,
             verify=verify,
+            wait_s=wait_s,
         )
         stats.model = embedder.model_id
         if not embed:

@@ -340,3 +340,32 @@ def test_status_takes_the_path_index_takes(json_repo: Path) -> None:
         assert out.returncode == 0 and json.loads(out.stdout)["chunks"] > 0
     both = run_cli("status", str(json_repo), "--index-dir", str(json_repo / ".ragloom"))
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_index_waits_for_another_writer_when_asked(tmp_path: Path) -> None:
+    """A hand-run ``ragloom index`` beside a watcher met its batch and exited 22 (a user
+    trial: 1 try in 5); ``--wait S`` waits for the lock instead."""
+    import threading
+    import time
+
+    from ragloom.index.lock import WriteLock
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text("def f():\n    return 1\n")
+    assert run_cli("index", str(root), "--model", "hashing:32").returncode == 0
+    held = WriteLock(root / ".ragloom")
+    held.acquire()
+    release = threading.Timer(1.5, held.release)
+    try:
+        refused = run_cli("index", str(root))  # the lock is held all along
+        assert refused.returncode == 22 and "--wait" in refused.stderr
+        release.start()  # released 1.5 s into the waiting run
+        t = time.perf_counter()
+        waited = run_cli("index", str(root), "--wait", "30")
+        assert waited.returncode == 0, waited.stderr
+        assert time.perf_counter() - t < 30
+    finally:
+        if release.is_alive() or not release.finished.is_set():
+            release.cancel()
+        held.release()

@@ -47,6 +47,13 @@ __all__ = ["index_cmd", "status_cmd"]
     is_flag=True,
     help="Do not sync the git history (ranking then uses no change history).",
 )
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    help="Wait up to this many seconds for another writer (a watcher's batch) [0: exit 22].",
+)
 @index_source_options
 @backend_options
 @handle_errors
@@ -60,6 +67,7 @@ def index_cmd(
     as_json: bool,
     no_progress: bool,
     no_history: bool,
+    wait_s: float,
     sources: str | None,
     github: str | None,
     issues_json: Path | None,
@@ -94,6 +102,7 @@ def index_cmd(
                 progress=progress,
                 # `--sources ...commits` syncs the history itself below (and reports it)
                 history=not no_history and not _names_commits(sources),
+                wait_s=wait_s,
             )
         named: set[str] = set()
         if sources or github or issues_json or prs_json:  # other sources (ragloom.cli.sources)

@@ -167,9 +167,10 @@ class StorageBackend(ReadStore, Protocol):
     """Whether the indexer hands it each file's bytes (PostgreSQL: a serving node may have no
     checkout to read them from; a folder index always sits beside its tree)."""
 
-    def write_lock(self) -> AbstractContextManager[object]:
+    def write_lock(self, wait_s: float = 0.0) -> AbstractContextManager[object]:
         """Exclusive writer of this index; :class:`~ragloom.errors.IndexLockedError` when
-        another process holds it (released when the holder dies, even by SIGKILL)."""
+        another process holds it past ``wait_s`` seconds (released when the holder dies, even
+        by SIGKILL)."""
         ...
 
     def begin_update(self) -> IndexUpdate:
@@ -347,8 +348,8 @@ class EmbeddedBackend:
         return self.store.vectors_for_rowids(model_id, rowids, dim)
 
     # -- writes ---------------------------------------------------------------------------
-    def write_lock(self) -> AbstractContextManager[object]:
-        return WriteLock(self.index_dir)
+    def write_lock(self, wait_s: float = 0.0) -> AbstractContextManager[object]:
+        return WriteLock(self.index_dir, wait_s=wait_s)
 
     def begin_update(self) -> IndexUpdate:
         return _EmbeddedUpdate(self)

@@ -100,9 +100,10 @@ def index_into(
     model_changed: bool = False,
     rebuild: bool = False,
     verify: Collection[str] | None = None,
+    wait_s: float = 0.0,
 ) -> IndexStats:
-    """Bring ``backend``'s repository up to date with ``root`` (takes the write lock;
-    IndexLockedError when another indexer holds it). ``skip_dir`` is left out of the walk.
+    """Bring ``backend``'s repository up to date with ``root`` (takes the write lock, waiting
+    up to ``wait_s`` seconds; IndexLockedError when another indexer holds it). ``skip_dir`` is left out of the walk.
     ``rebuild`` drops every stored chunk and re-parses every file, in the same single update
     (readers see the old generation until the rebuilt one is published). ``verify``: as for
     :func:`~ragloom.index.indexer.scan_tree`."""
@@ -110,7 +111,7 @@ def index_into(
 
     t0 = time.perf_counter()
     stats = IndexStats(model_changed=model_changed)
-    with backend.write_lock():
+    with backend.write_lock(wait_s):
         known = backend.files()
         parsed, removed = scan_tree(
             root,

@@ -8,19 +8,27 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 from types import TracebackType
+from typing import NoReturn
 
 from ragloom.errors import IndexLockedError, InputError
 
 __all__ = ["WriteLock"]
 
+_WAIT_STEP_S = 0.1
+"""How often a waiting writer tries the lock again."""
+
 
 class WriteLock:
     """Hold the index's write lock for the duration of a ``with`` block."""
 
-    def __init__(self, index_dir: Path) -> None:
+    def __init__(self, index_dir: Path, *, wait_s: float = 0.0) -> None:
+        """``wait_s``: how long :meth:`acquire` waits for another writer to finish before it
+        raises :class:`IndexLockedError` (0: not at all)."""
         self.path = index_dir / "write.lock"
+        self.wait_s = wait_s
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -30,20 +38,31 @@ class WriteLock:
             raise InputError(
                 f"cannot write to the index folder {self.path.parent}: {exc.strerror or exc}"
             ) from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        deadline = time.monotonic() + max(0.0, self.wait_s)
+        while True:
             try:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            finally:
-                os.close(fd)
-            raise IndexLockedError(
-                f"index is locked: another ragloom process (pid {holder}) is writing to "
-                f"{self.path.parent}; wait for it to finish"
-            ) from None
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    self._refuse(fd)
+                time.sleep(_WAIT_STEP_S)
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
+
+    def _refuse(self, fd: int) -> NoReturn:
+        """Close ``fd`` and raise IndexLockedError naming the writer that holds the lock (its
+        pid, as it wrote it)."""
+        try:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        finally:
+            os.close(fd)
+        waited = f" (waited {self.wait_s:g} s)" if self.wait_s > 0 else ""
+        raise IndexLockedError(
+            f"index is locked: another ragloom process (pid {holder}) is writing to "
+            f"{self.path.parent}{waited}; wait for it to finish, or run with --wait"
+        )
 
     def release(self) -> None:
         if self._fd is not None:

@@ -40,6 +40,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -271,12 +272,18 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
 
     # -- locks ----------------------------------------------------------------------------
     @contextmanager
-    def write_lock(self) -> Iterator[object]:
-        """The repository's advisory lock, held by this backend's session."""
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT pg_try_advisory_lock(%s, %s)", (_LOCK_CLASS, self.repo_id)
-            ).fetchone()
+    def write_lock(self, wait_s: float = 0.0) -> Iterator[object]:
+        """The repository's advisory lock, held by this backend's session (tried again every
+        0.1 s for ``wait_s`` seconds while another writer holds it)."""
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            with self._lock:
+                row = self._conn.execute(
+                    "SELECT pg_try_advisory_lock(%s, %s)", (_LOCK_CLASS, self.repo_id)
+                ).fetchone()
+            if (row and row[0]) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
         if not row or not row[0]:
             holder = self._lock_holder()
             raise IndexLockedError(

@@ -29,7 +29,8 @@ import ragloom.cli as cli_module
 from ragloom import errors
 from tests.fuzzing import fuzz_settings
 
-GROUP: click.Group = cli_module.cli
+GROUP = cli_module.cli
+COMMANDS = GROUP.all_commands()
 SLOW_COMMANDS = frozenset({"bench", "bench-scale", "eval-data", "watch"})
 """Commands whose body takes minutes (or, for ``watch``, runs until stopped): only argv that
 fails in parsing is generated."""
@@ -149,8 +150,8 @@ def _safe_path_value(value: str, home: Path) -> str:
 
 @st.composite
 def argv_for(draw: st.DrawFn, home: Path) -> list[str]:
-    name = draw(st.sampled_from(sorted(GROUP.commands)))
-    command = GROUP.commands[name]
+    name = draw(st.sampled_from(sorted(COMMANDS)))
+    command = COMMANDS[name]
     argv: list[str] = [name]
     options = [p for p in command.params if isinstance(p, click.Option)]
     arguments = [p for p in command.params if isinstance(p, click.Argument)]

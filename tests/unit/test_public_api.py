@@ -28,5 +28,5 @@ def test_every_error_is_exported_and_rooted() -> None:
 
 def test_every_cli_command_is_documented() -> None:
     text = README.read_text()
-    for name in cli.commands:
+    for name in cli.all_commands():
         assert f"ragloom {name}" in text, f"`ragloom {name}` missing from README"

@@ -7,6 +7,7 @@ Errors are one clear line on stderr and a non-zero exit code defined by the erro
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import sys
@@ -152,7 +153,34 @@ class RagloomGroup(click.Group):
     click's own format (usage, a hint, a blank line, ``Error: ...``) is four lines; scripts and
     agents reading stderr get one line, with the command's ``--help`` named in it. The exit
     code stays click's (2 for a usage error).
+
+    Commands named in :attr:`lazy_commands` are imported the first time they are asked for
+    (:meth:`get_command`), so one command pays for its own imports only.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands: dict[str, tuple[str, str]] = {}
+        """Command name -> (module, attribute) of a command not imported yet."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = self.lazy_commands.get(cmd_name)
+        if where is not None and cmd_name not in self.commands:
+            command = getattr(importlib.import_module(where[0]), where[1])
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{where[0]}.{where[1]} is not a click command")
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def all_commands(self) -> dict[str, click.Command]:
+        """Every command, imported (tests and documentation read them all)."""
+        with click.Context(self) as ctx:
+            for name in self.list_commands(ctx):
+                self.get_command(ctx, name)
+        return dict(self.commands)
 
     def main(
         self,

@@ -20,8 +20,12 @@ no longer published, which readers filter out (docs/consistency.md).
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import shutil
+import tempfile
+import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Final, Protocol
@@ -42,6 +46,8 @@ __all__ = [
     "bm25_source_document",
     "tokenise_document",
 ]
+
+log = logging.getLogger("ragloom.index")
 
 _WRITER_HEAP_BYTES = 64_000_000
 """tantivy writer heap: enough for ~100k chunks per commit without flushing many segments."""
@@ -194,11 +200,29 @@ class TantivyBm25:
                 engine_dir.mkdir(parents=True, exist_ok=True)
             elif not engine_dir.is_dir():
                 raise DbError(f"bm25 index missing at {engine_dir}")
+            if not os.access(engine_dir, os.W_OK):
+                engine_dir = self._readable_copy(engine_dir)
             self._index = tantivy.Index(self._schema, path=str(engine_dir))
         except ValueError as exc:
             raise DbError(f"cannot open bm25 index at {engine_dir}: {exc}") from exc
         rowids = load_npy(directory / "rowids.npy")
         self._rowids: np.ndarray = rowids if rowids is not None else np.zeros(0, dtype=np.int64)
+
+    def _readable_copy(self, engine_dir: Path) -> Path:
+        """A private copy of a read-only engine folder (a read-only mount: a CI cache, a
+        container image, an NFS export). tantivy takes a lock file beside its segments even to
+        read, which such a folder refuses; nothing can change the folder, so the copy stays
+        exact. It is removed with this object or at exit (15 MB and about 20 ms at 56k chunks,
+        docs/index-choices.md "Disk, damage and read-only folders")."""
+        copy = Path(tempfile.mkdtemp(prefix="ragloom-bm25-")) / "engine"
+        try:
+            shutil.copytree(engine_dir, copy)
+        except OSError as exc:
+            shutil.rmtree(copy.parent, ignore_errors=True)
+            raise DbError(f"cannot read the read-only bm25 index at {engine_dir}: {exc}") from exc
+        weakref.finalize(self, shutil.rmtree, copy.parent, True)
+        log.info("bm25 folder %s is read-only: read from a copy in %s", engine_dir, copy)
+        return copy
 
     @classmethod
     def reset(cls, directory: Path, fields: Sequence[str] | None = None) -> TantivyBm25:

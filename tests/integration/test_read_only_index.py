@@ -1,0 +1,97 @@
+"""An index folder nobody may write (a read-only mount: a CI cache, a container image, an NFS
+export) answers as it does when writable: the database is read as immutable and each BM25
+engine from a private copy, since tantivy takes a lock file even to read."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragloom.api import Index
+from ragloom.index import bm25 as bm25_module
+from tests.conftest import copy_stdlib_packages, run_cli
+
+QUESTION = "decode a JSON object"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = copy_stdlib_packages(tmp_path_factory.mktemp("ro") / "repo", ["json"])
+    run_cli("index", str(root), "--model", "hashing:64", check=True)
+    return root
+
+
+def _hits(proc: subprocess.CompletedProcess[str]) -> list[tuple[str, str | None]]:
+    assert proc.returncode == 0, proc.stderr
+    return [(h["id"], h.get("symbol")) for h in json.loads(proc.stdout)]
+
+
+def test_a_read_only_bm25_folder_is_read_from_a_copy(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Index.at(repo) as idx:
+        want = [h.id for h in idx.search(QUESTION, top_k=5, strategy="sparse").hits]
+    assert want
+    real_access = os.access
+    engines = {repo / ".ragloom" / "bm25" / "engine", repo / ".ragloom" / "bm25-files" / "engine"}
+
+    def access(path: Any, mode: int, **kwargs: Any) -> bool:
+        if Path(path) in engines and mode & os.W_OK:
+            return False
+        return real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(bm25_module.os, "access", access)
+    before = {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("ragloom-bm25-*")}
+    engine = bm25_module.TantivyBm25(repo / ".ragloom" / "bm25")
+    copies = {
+        p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("ragloom-bm25-*")
+    } - before
+    assert len(copies) == 1
+    assert engine.doc_count() > 0
+    assert not list((repo / ".ragloom" / "bm25" / "engine").glob("*.lock.new"))
+    del engine
+    gc.collect()
+    left = {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("ragloom-bm25-*")}
+    assert not copies & left, "the copy outlives its engine"
+    with Index.at(repo) as idx:
+        got = [h.id for h in idx.search(QUESTION, top_k=5, strategy="sparse").hits]
+    assert got == want
+
+
+def _unshare_works() -> bool:
+    if sys.platform != "linux" or shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="needs root and mount namespaces (unshare -m)")
+def test_a_read_only_mount_answers_as_the_writable_folder(repo: Path) -> None:
+    folder = repo / ".ragloom"
+    args = ["search", QUESTION, "--index-dir", str(folder), "--json", "-k", "5"]
+    want = {s: _hits(run_cli(*args, "--strategy", s)) for s in ("sparse", "hybrid")}
+    script = (
+        'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 98; shift; '
+        'if touch "$0/probe" 2>/dev/null; then echo "still writable" >&2; exit 99; fi; '
+        'exec "$@"'
+    )
+    for strategy, hits in want.items():
+        proc = subprocess.run(
+            [
+                *("unshare", "-m", "sh", "-c", script, str(folder), str(folder)),
+                *(sys.executable, "-m", "ragloom.cli", *args, "--strategy", strategy),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert _hits(proc) == hits, strategy
+    assert not (folder / "probe").exists()

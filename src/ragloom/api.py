@@ -105,6 +105,7 @@ class IndexStatus:
     dim: int
     bm25_status: str
     bm25_docs: int
+    """Documents in the BM25 engine, those of an unfinished update included."""
     vectors: int
     vectors_ready: bool
     stale_files: int | None
@@ -129,6 +130,10 @@ class IndexStatus:
     ``head`` of the work tree now, ``indexed_branch`` and ``indexed_head`` (what the last
     ``index`` saw; null when it recorded none), ``head_moved`` and ``dirty_paths`` (files that
     differ from HEAD, untracked ones included; null without freshness)."""
+    bm25_unpublished: int = 0
+    """Of ``bm25_docs``, those of no published chunk: an update stopped (killed, or a crash)
+    after its BM25 commit and before it published. Searches never see them; the next
+    ``ragloom index`` finishes the update or rolls it back."""
     checkout: bool = True
     """Whether ``root`` holds the repository's files (a folder index: always). False for a
     PostgreSQL reader on a machine without a checkout: freshness is not checked there
@@ -777,6 +782,7 @@ class Index:
         bm25_status = str(bm25_state.get("live_status", "uninitialized"))
         live_docs = bm25_state.get("live_docs", 0)
         bm25_docs = live_docs if isinstance(live_docs, int) else 0
+        unpublished = bm25_state.get("live_unpublished", 0)
         vec_dir = self.index_dir / "vectors"
         # the label list answers without loading the graph (~0.5 s and the graph's memory at
         # 100k vectors, on every `status` of a server); the graph only when the list does not
@@ -811,6 +817,7 @@ class Index:
             dim=manifest.embedding_dim,
             bm25_status=bm25_status,
             bm25_docs=bm25_docs,
+            bm25_unpublished=unpublished if isinstance(unpublished, int) else 0,
             vectors=vectors,
             vectors_ready=vectors >= chunks and vectors_current,
             stale_files=stale_count,

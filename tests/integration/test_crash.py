@@ -195,6 +195,16 @@ def test_a_rebuild_killed_before_it_publishes_leaves_the_index_as_it_was(
     with ragloom.open(root) as idx:
         st = idx.status(freshness=False)
         assert st.chunks == len(chunks) and st.generation == generation
+        # status says which BM25 documents the stopped rebuild left (they were counted as if
+        # searchable: twice the chunks, with nothing to say why)
+        assert st.bm25_docs == 2 * len(chunks) and st.bm25_unpublished == len(chunks)
+    shown = subprocess.run(
+        [sys.executable, "-m", "ragloom.cli", "status", str(root), "--no-freshness"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert f"{len(chunks)} of an update that did not finish" in shown
     assert [a[0] for a in _answers(root)] == [a[0] for a in before]
     cmd = [sys.executable, "-m", "ragloom.cli", "index", str(root), "--rebuild", "--no-progress"]
     t = time.perf_counter()
@@ -216,6 +226,7 @@ def test_a_rebuild_killed_before_it_publishes_leaves_the_index_as_it_was(
     with ragloom.open(root) as idx:
         st = idx.status()
         assert st.chunks == st.bm25_docs == st.vectors == len(chunks)
+        assert st.bm25_unpublished == 0
 
 
 def test_a_rebuild_of_a_damaged_database_starts_from_nothing(tmp_path: Path) -> None:

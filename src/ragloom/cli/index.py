@@ -196,7 +196,13 @@ def status_cmd(
     click.echo(f"index     {st.index_dir} (root {st.root})")
     click.echo(f"files     {st.files}   chunks {st.chunks}   disk {st.disk_bytes / 1e6:.1f} MB")
     click.echo(f"model     {st.model} ({st.dim}-d)")
-    click.echo(f"bm25      {st.bm25_status} ({st.bm25_docs} docs)")
+    pending = (
+        f", {st.bm25_unpublished} of an update that did not finish: searches skip them and the "
+        "next `ragloom index` finishes or rolls it back"
+        if st.bm25_unpublished
+        else ""
+    )
+    click.echo(f"bm25      {st.bm25_status} ({st.bm25_docs} docs{pending})")
     snap = st.bm25.get("snapshot")
     if isinstance(snap, dict):
         state = "stale" if st.bm25.get("snapshot_stale") else "current"

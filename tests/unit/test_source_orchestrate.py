@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -51,6 +53,8 @@ class Scripted:
                     await asyncio.sleep(0.05)
         if self.behaviour == "thread":
             await asyncio.to_thread(time.sleep, 5.0)
+        if self.behaviour == "block":  # a plug-in's classic slip: a blocking call in async code
+            time.sleep(5.0)
         if self.behaviour == "raise":
             raise RuntimeError("index is corrupt")
         if self.behaviour == "dicts":  # a plug-in's slip: not SourceHits
@@ -73,6 +77,10 @@ class Scripted:
         return None
 
     def sync(self) -> SyncReport:
+        if self.behaviour == "sync-hang":
+            time.sleep(5.0)
+        if self.behaviour == "sync-raise":
+            raise RuntimeError("sync exploded")
         return SyncReport(self.name)
 
     def freshness(self) -> dict[str, object]:
@@ -250,3 +258,84 @@ def test_a_broken_plug_in_breaks_only_what_names_it(
     assert set(tolerant.sources) == {"docs"} and "no_such_module_xyz" in tolerant.broken["broken"]
     assert {r.source: r.status for r in tolerant.sync()} == {"docs": "ok", "broken": "error"}
     tolerant.close()
+
+
+def _plug_in(name: str, behaviour: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """``Scripted`` installed as a third-party source (an entry point), made as ragloom makes
+    one."""
+    from ragloom.sources import registry
+
+    class Entry:
+        value = "tests:Scripted"
+
+        def __init__(self) -> None:
+            self.name = name
+
+        def load(self) -> object:
+            return lambda context: Scripted(name, behaviour)
+
+    monkeypatch.setattr(registry, "entry_points", lambda group: [Entry()])
+    return registry.create_source(name, SourceContext(tmp_path, tmp_path / ".ragloom"))
+
+
+def test_a_plug_in_blocking_its_loop_does_not_stall_the_others(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``time.sleep`` inside a plug-in's ``async def retrieve`` blocked the event loop every
+    source shares: the timeouts could not fire and the query took the sleep's 5 s. A plug-in
+    now runs on a loop of its own: its timeout holds and the others answer."""
+    from ragloom.sources.isolate import IsolatedSource
+
+    notes = _plug_in("notes", "block", monkeypatch, tmp_path)
+    assert isinstance(notes, IsolatedSource) and notes.name == "notes" and notes.enabled
+    code = Scripted("code")
+    results, status, took = _run([code, notes], per_source_ms=300, total_ms=2000)
+    assert status == {"code": "ok", "notes": "timeout"} and len(results["code"]) == 3
+    assert took < 2.5, f"answered in {took:.2f} s; the plug-in blocks for 5 s"
+    t0 = time.perf_counter()
+    run_sync(notes.dispose)  # busy: closed in the background, not waited for
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_a_plug_in_on_its_own_loop_answers_and_keeps_its_loop(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    notes = _plug_in("notes", "ok", monkeypatch, tmp_path)
+    before = set(threading.enumerate())
+    loops: list[object] = []
+    for _ in range(2):
+        results, status, _ = _run([Scripted("code"), notes])
+        assert status == {"code": "ok", "notes": "ok"} and len(results["notes"]) == 3
+        loops.append(notes._loop)
+    assert loops[0] is loops[1] is not None  # one loop for the source's life
+    assert notes.freshness() == {"items": 3} and notes.behaviour == "ok"  # its own attributes
+    (thread,) = [t for t in set(threading.enumerate()) - before if t.name == "ragloom-source-notes"]
+    run_sync(notes.dispose)
+    assert notes._loop is None
+    thread.join(timeout=2.0)
+    assert not thread.is_alive() and loops[0].is_closed()  # type: ignore[attr-defined]
+
+
+def test_built_in_sources_are_not_wrapped(tmp_path: Path) -> None:
+    from ragloom.sources import registry
+    from ragloom.sources.isolate import IsolatedSource
+
+    docs = registry.create_source("docs", SourceContext(tmp_path, tmp_path / ".ragloom"))
+    assert not isinstance(docs, IsolatedSource)
+
+
+def test_a_hung_plug_in_sync_is_a_failed_sync_not_a_hang(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A plug-in whose sync never returned held the sources' write lock for ever."""
+    from ragloom.errors import SourceSyncError
+
+    hung = _plug_in("notes", "sync-hang", monkeypatch, tmp_path)
+    hung.sync_timeout_s = 0.3
+    t0 = time.perf_counter()
+    with pytest.raises(SourceSyncError, match="no answer in 0 s"):
+        hung.sync()
+    assert time.perf_counter() - t0 < 2.0
+    with pytest.raises(RuntimeError, match="sync exploded"):  # its own error, as it raised it
+        _plug_in("notes", "sync-raise", monkeypatch, tmp_path).sync()
+    assert _plug_in("notes", "ok", monkeypatch, tmp_path).sync().source == "notes"

@@ -33,6 +33,7 @@ from ragloom.sources.base import (
     SourceFactory,
     SourceSettings,
 )
+from ragloom.sources.isolate import IsolatedSource
 
 log = logging.getLogger("ragloom")
 
@@ -116,6 +117,9 @@ def create_source(
         raise ConfigError(
             f"source {name!r} could not be created: {type(exc).__name__}: {exc}"
         ) from exc
+    builtin = BUILTIN_SOURCES.get(name)
+    if builtin is None or known[name] is not _load_target(builtin):
+        return IsolatedSource(src)  # a plug-in: its blocking calls cannot stall the others
     return src
 
 

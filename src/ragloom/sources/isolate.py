@@ -1,0 +1,168 @@
+"""Plug-in sources run apart from ragloom's own event loop and under a time limit.
+
+A source from another package (an entry point of the group ``ragloom.sources``) may block in
+its ``async def retrieve`` (``requests.get``, ``time.sleep``: the classic mistake). On the
+event loop every source shares, that stalled the whole query: the per-source and total
+timeouts could not fire, the delay was blamed on the code source, and a server answered 504
+instead of the code hits at the per-source deadline. A sync that hung held the index's source
+write lock for ever.
+
+:class:`IsolatedSource` wraps such a source:
+
+- its coroutines (``retrieve``, ``health_check``, ``dispose``) run on an event loop of its
+  own, in a daemon thread of its own, started at its first call. The caller awaits the result
+  and its timeouts hold whatever the source does. One loop for the source's life keeps what
+  it binds to a loop (an HTTP client's connection pool) valid from one call to the next;
+- its ``sync`` runs in a daemon thread and is given :data:`PLUGIN_SYNC_TIMEOUT_S`; past that it
+  is reported as a failed sync (``SourceSyncError``) and left to finish in the background;
+- everything else (``name``, ``enabled``, ``freshness``, ``indexed``, ...) is the source's own.
+
+The built-in sources are not wrapped: they already run their blocking work in threads
+(``asyncio.to_thread``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
+
+from ragloom.errors import SourceSyncError
+from ragloom.sources.base import (
+    RetrieveOptions,
+    Source,
+    SourceHit,
+    SourceQuery,
+    SourceSettings,
+    SyncReport,
+)
+
+__all__ = ["PLUGIN_DISPOSE_WAIT_S", "PLUGIN_SYNC_TIMEOUT_S", "IsolatedSource"]
+
+log = logging.getLogger("ragloom")
+
+T = TypeVar("T")
+
+PLUGIN_SYNC_TIMEOUT_S: Final = 1800.0
+"""How long a plug-in source's ``sync`` may run before it is reported as failed (30 minutes:
+a first sync of a large tracker is minutes; a hang is for ever)."""
+PLUGIN_DISPOSE_WAIT_S: Final = 2.0
+"""How long closing waits for a plug-in's ``dispose`` when the source is idle (a source still
+busy with a call is closed in the background: its loop is blocked)."""
+
+
+class IsolatedSource:
+    """A plug-in :class:`~ragloom.sources.base.Source` on its own event loop and thread."""
+
+    def __init__(self, inner: Source, *, sync_timeout_s: float = PLUGIN_SYNC_TIMEOUT_S) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.sync_timeout_s = sync_timeout_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._busy = 0
+        """Calls started on the source's loop and not finished (counted on the caller's side)."""
+        self._lock = threading.Lock()
+
+    def __getattr__(self, attr: str) -> Any:
+        # only reached for what this class does not define: the source's own attributes
+        return getattr(self.inner, attr)
+
+    @property
+    def enabled(self) -> bool:
+        return self.inner.enabled
+
+    def initialize(self, settings: SourceSettings) -> None:
+        self.inner.initialize(settings)
+
+    # -- the source's own loop ------------------------------------------------------------
+    def _own_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+
+                def run() -> None:
+                    try:
+                        loop.run_forever()
+                    finally:
+                        loop.close()
+
+                threading.Thread(
+                    target=run, name=f"ragloom-source-{self.name}", daemon=True
+                ).start()
+                self._loop = loop
+            return self._loop
+
+    async def _on_own_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """``make()`` run on the source's loop, awaited from the caller's; cancelling the
+        caller (a timeout) cancels it there, at its next ``await``."""
+        loop = self._own_loop()
+        with self._lock:
+            self._busy += 1
+
+        async def tracked() -> T:
+            try:
+                return await make()
+            finally:  # on the source's loop: a call blocked there is still busy
+                with self._lock:
+                    self._busy -= 1
+
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(tracked(), loop))
+
+    async def retrieve(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
+        return await self._on_own_loop(lambda: self.inner.retrieve(query, options))
+
+    async def health_check(self) -> bool:
+        return await self._on_own_loop(self.inner.health_check)
+
+    async def dispose(self) -> None:
+        """The source's ``dispose`` on its loop, then the loop stopped. An idle source is
+        waited for (up to :data:`PLUGIN_DISPOSE_WAIT_S`); a busy one (a call still running,
+        its loop blocked) is closed in the background, so a hung plug-in never holds the
+        answer back."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+            busy = self._busy > 0
+        if loop is None:  # never called: nothing runs for it
+            await self.inner.dispose()
+            return
+
+        future = asyncio.run_coroutine_threadsafe(self.inner.dispose(), loop)
+        # stopped once the result is handed over (stopping from inside the coroutine ended
+        # the loop before it passed the result on)
+        future.add_done_callback(lambda _: loop.call_soon_threadsafe(loop.stop))
+        if busy:
+            return
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(future), PLUGIN_DISPOSE_WAIT_S)
+        except TimeoutError:
+            log.warning("source %s did not dispose in %.0f s", self.name, PLUGIN_DISPOSE_WAIT_S)
+
+    # -- indexing ------------------------------------------------------------------------
+    def sync(self) -> SyncReport:
+        """The source's ``sync`` in a daemon thread, given :attr:`sync_timeout_s`."""
+        outcome: list[SyncReport | BaseException] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome.append(self.inner.sync())
+            except BaseException as exc:  # handed to the caller's thread as it is
+                outcome.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=f"ragloom-sync-{self.name}", daemon=True).start()
+        if not done.wait(self.sync_timeout_s):
+            raise SourceSyncError(
+                f"{self.name}: the sync gave no answer in {self.sync_timeout_s:.0f} s "
+                "(a plug-in source; it was left running and what it holds is kept)"
+            )
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def freshness(self) -> dict[str, object]:
+        return self.inner.freshness()

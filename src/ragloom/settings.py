@@ -70,6 +70,7 @@ __all__ = [
     "Bm25Settings",
     "CacheSettings",
     "EmbeddingSettings",
+    "FeedbackSettings",
     "LoadedSettings",
     "RankingSettings",
     "ServerSettings",
@@ -293,6 +294,20 @@ class ServerSettings(_Section):
         return None if isinstance(value, str) and value == "" else value
 
 
+class FeedbackSettings(_Section):
+    """The query log (every answer's question and hits, so feedback can name an answer) and
+    what it may hold (docs/configuration.md)."""
+
+    model_config = _STRICT
+
+    query_log_max_mb: float = Field(
+        default=256.0,
+        ge=0,
+        description="megabytes of questions and hits the query log keeps (oldest unrated "
+        "answers go first); 0 keeps none, and feedback cannot name an answer",
+    )
+
+
 class StorageSettings(_Section):
     """Where the index lives (docs/postgres.md): a ``.ragloom`` folder beside the code (the
     default, no server) or one repository in a PostgreSQL + pgvector database. Command-line
@@ -353,6 +368,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
 
     @model_validator(mode="after")
     def _defaults_within_the_server_limits(self) -> Settings:

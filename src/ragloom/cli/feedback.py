@@ -163,14 +163,19 @@ def log_answer(
     import uuid
 
     from ragloom.errors import DbError
-    from ragloom.server.feedback import QueryLogEntry
+    from ragloom.server.feedback import QueryLogEntry, log_bytes
+    from ragloom.settings import find_config_root, load_settings
 
+    bound = log_bytes(load_settings(find_config_root(Path(idx.root))).settings)
+    if bound <= 0:  # the query log is off (feedback.query_log_max_mb = 0)
+        return None
     qid = uuid.uuid4().hex
     entry = QueryLogEntry(
         qid, route, query, strategy, generation, tuple(hit_ids), time.time(), "cli"
     )
     try:
         store = feedback_store(idx)
+        store.max_log_bytes = bound
         try:
             store.log_queries([entry])
         finally:

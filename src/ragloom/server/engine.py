@@ -54,7 +54,7 @@ from ragloom.server.answers import _Flight, hit_json
 from ragloom.server.answers import _parts_json as _parts_json
 from ragloom.server.cache import EmbeddingCache, ResultCache, result_key
 from ragloom.server.embedding import BatchingEmbedder, CachingEmbedder
-from ragloom.server.feedback import FeedbackBase, QueryLogger
+from ragloom.server.feedback import FeedbackBase, QueryLogger, log_bytes
 from ragloom.server.inspection import _STATUS_TTL_S as _STATUS_TTL_S
 from ragloom.server.inspection import _InspectionMixin
 from ragloom.server.jobs import _Job
@@ -193,6 +193,7 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
         self._feedback_error = ""
         try:
             self._feedback_store = self.target.open_feedback()
+            self._feedback_store.max_log_bytes = log_bytes(settings)
             self._query_log = QueryLogger(self._feedback_store)
         except DbError as exc:  # a read-only index folder still serves queries
             self._feedback_error = str(exc)

@@ -47,9 +47,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ragloom.errors import DbError, InputError, UnknownIdError
+
+if TYPE_CHECKING:
+    from ragloom.settings import Settings
 
 log = logging.getLogger("ragloom")
 
@@ -62,6 +65,7 @@ __all__ = [
     "NewRating",
     "QueryLogEntry",
     "QueryLogger",
+    "log_bytes",
 ]
 
 FEEDBACK_DB_NAME: Final = "feedback.sqlite"
@@ -77,11 +81,19 @@ MAX_USED_CHUNKS: Final = 1000
 QUERY_LOG_MAX_ROWS: Final = 1_000_000
 """The query log keeps at most this many answers (oldest without feedback go first); checked
 every :data:`_PRUNE_EVERY` inserts."""
+QUERY_LOG_MAX_BYTES: Final = 256 * 2**20
+"""... and at most this many bytes of questions and hit lists (``feedback.query_log_max_mb``):
+a user trial's server logged 38 MB in 20 minutes (870 bytes an answer), and questions of whole
+issues are up to 64 KiB each. Pruned to 90 % of it."""
 _PRUNE_EVERY: Final = 10_000
+_PRUNE_FRACTION: Final = 20
+"""The log is also pruned once a twentieth of its byte bound was written since the last time."""
 _LOGGED: Final = ("query_id", "ts", "route", "query", "strategy", "generation", "hit_ids", "source")
 """The query log's columns of an answer, in the order :meth:`FeedbackBase._query_row` gives
 them (and :meth:`FeedbackBase.query` names them)."""
 LOGGED_COLS: Final = ", ".join(_LOGGED)
+_SQLITE_SIZE: Final = "length(CAST(query AS BLOB)) + length(hit_ids)"
+"""The bytes an answer counts for in the query log's bound (its question and hit list)."""
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS query_log (
@@ -162,6 +174,11 @@ class QueryLogEntry:
             self.source,
         )
 
+    def size(self) -> int:
+        """About the bytes it counts for in the query log's bound (its question and hit
+        list; the question's characters, close to its UTF-8 bytes for code questions)."""
+        return len(self.query) + sum(len(h) + 3 for h in self.hit_ids) + 2
+
 
 @dataclass(frozen=True, slots=True)
 class NewRating:
@@ -185,6 +202,11 @@ class FeedbackBase(ABC):
         self._lock = threading.Lock()
         self._inserted = 0
         """Answers logged since the query log was last pruned."""
+        self._inserted_bytes = 0
+        """Bytes of questions and hit lists logged since then."""
+        self.max_log_bytes = QUERY_LOG_MAX_BYTES
+        """The query log's byte bound (0: nothing is logged, and feedback cannot name an
+        answer); the engine sets it from ``feedback.query_log_max_mb``."""
         self.lookup_wait_s = 0.0
         """How long a lookup of an unknown ``query_id`` waits for it to appear: with several
         worker processes the answer may come from another worker, whose query-log writer
@@ -203,8 +225,16 @@ class FeedbackBase(ABC):
 
     @abstractmethod
     def _prune(self) -> None:
-        """Keep at most :data:`QUERY_LOG_MAX_ROWS` answers (oldest without feedback go first);
-        the caller holds the lock."""
+        """Keep at most :data:`QUERY_LOG_MAX_ROWS` answers and :attr:`max_log_bytes` bytes of
+        them (oldest without feedback go first: :meth:`_bytes_to_free`); the caller holds the
+        lock."""
+
+    def _bytes_to_free(self, held: int) -> int:
+        """How many bytes of answers to delete when the log holds ``held`` (0: none); past the
+        bound it is pruned to 90 % of it, so it is not pruned again at the next insert."""
+        if held <= self.max_log_bytes:
+            return 0
+        return held - self.max_log_bytes * 9 // 10
 
     @abstractmethod
     def _query_row(self, query_id: str) -> tuple[Any, ...] | None:
@@ -257,13 +287,17 @@ class FeedbackBase(ABC):
 
     def log_queries(self, entries: Sequence[QueryLogEntry]) -> None:
         """Insert answers into the query log (one transaction; a known query_id is kept)."""
-        if not entries:
+        if not entries or self.max_log_bytes <= 0:
             return
         with self._guarded("write the query log"):
             self._insert_log(entries)
             self._inserted += len(entries)
-            if self._inserted >= _PRUNE_EVERY:
-                self._inserted = 0
+            self._inserted_bytes += sum(e.size() for e in entries)
+            if (
+                self._inserted >= _PRUNE_EVERY
+                or self._inserted_bytes >= self.max_log_bytes // _PRUNE_FRACTION
+            ):
+                self._inserted = self._inserted_bytes = 0
                 self._prune()
 
     def query(self, query_id: str) -> dict[str, Any] | None:
@@ -282,9 +316,14 @@ class FeedbackBase(ABC):
                 time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
                 logged = self.query(query_id)
         if logged is None:
+            off = (
+                " (the query log is off here: feedback.query_log_max_mb = 0)"
+                if self.max_log_bytes <= 0
+                else ""
+            )
             raise UnknownIdError(
                 f"unknown query_id {query_id!r}: feedback must name the query_id of an answer "
-                "this index gave"
+                f"this index gave{off}"
             )
         return logged
 
@@ -479,17 +518,27 @@ class FeedbackStore(FeedbackBase):
             )
 
     def _prune(self) -> None:
-        (n,) = self._db.execute("SELECT count(*) FROM query_log").fetchone()
+        n, held = self._db.execute(
+            f"SELECT count(*), coalesce(sum({_SQLITE_SIZE}), 0) FROM query_log"
+        ).fetchone()
         extra = int(n) - QUERY_LOG_MAX_ROWS
-        if extra <= 0:
-            return
+        free = self._bytes_to_free(int(held))
+        unrated = "NOT EXISTS (SELECT 1 FROM feedback f WHERE f.query_id = q.query_id)"
         with self._db:
-            self._db.execute(
-                "DELETE FROM query_log WHERE query_id IN (SELECT query_id FROM query_log q "
-                "WHERE NOT EXISTS (SELECT 1 FROM feedback f WHERE f.query_id = q.query_id) "
-                "ORDER BY ts LIMIT ?)",
-                (extra,),
-            )
+            if extra > 0:
+                self._db.execute(
+                    "DELETE FROM query_log WHERE query_id IN (SELECT query_id FROM query_log q "
+                    f"WHERE {unrated} ORDER BY ts LIMIT ?)",
+                    (extra,),
+                )
+            if free > 0:  # the oldest unrated answers whose sizes add up to ``free``
+                self._db.execute(
+                    "DELETE FROM query_log WHERE query_id IN (SELECT query_id FROM (SELECT "
+                    f"query_id, {_SQLITE_SIZE} AS size, sum({_SQLITE_SIZE}) OVER (ORDER BY ts, "
+                    "query_id ROWS UNBOUNDED PRECEDING) AS run FROM query_log q "
+                    f"WHERE {unrated}) WHERE run - size < ?)",
+                    (free,),
+                )
 
     def _query_row(self, query_id: str) -> tuple[Any, ...] | None:
         with self._lock:
@@ -567,6 +616,11 @@ class FeedbackStore(FeedbackBase):
 QUERY_LOG_GATHER_S: Final = 0.05
 """How long the query-log writer gathers entries after the first before writing them (a
 flush or close ends the wait at once)."""
+
+
+def log_bytes(settings: Settings) -> int:
+    """The query log's byte bound ``feedback.query_log_max_mb`` asks for."""
+    return int(settings.feedback.query_log_max_mb * 2**20)
 
 
 class QueryLogger:

@@ -87,18 +87,30 @@ class PgFeedbackStore(FeedbackBase):
             )
 
     def _prune(self) -> None:
+        size = "octet_length(q.query) + octet_length(q.hit_ids::text)"
         row = self._conn.execute(
-            "SELECT count(*) FROM query_log WHERE repo_id = %s", (self.repo_id,)
+            f"SELECT count(*), coalesce(sum({size}), 0) FROM query_log q WHERE q.repo_id = %s",
+            (self.repo_id,),
         ).fetchone()
         extra = int(row[0]) - QUERY_LOG_MAX_ROWS if row else 0
-        if extra <= 0:
-            return
-        self._conn.execute(
-            "DELETE FROM query_log WHERE id IN (SELECT q.id FROM query_log q WHERE q.repo_id = %s "
-            "AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.repo_id = q.repo_id "
-            "AND f.query_id = q.query_id) ORDER BY q.ts LIMIT %s)",
-            (self.repo_id, extra),
+        free = self._bytes_to_free(int(row[1])) if row else 0
+        unrated = (
+            "q.repo_id = %s AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.repo_id = q.repo_id "
+            "AND f.query_id = q.query_id)"
         )
+        if extra > 0:
+            self._conn.execute(
+                f"DELETE FROM query_log WHERE id IN (SELECT q.id FROM query_log q WHERE {unrated} "
+                "ORDER BY q.ts LIMIT %s)",
+                (self.repo_id, extra),
+            )
+        if free > 0:  # the oldest unrated answers whose sizes add up to ``free``
+            self._conn.execute(
+                "DELETE FROM query_log WHERE id IN (SELECT id FROM (SELECT q.id, "
+                f"{size} AS size, sum({size}) OVER (ORDER BY q.ts, q.id ROWS UNBOUNDED "
+                f"PRECEDING) AS run FROM query_log q WHERE {unrated}) t WHERE run - size < %s)",
+                (self.repo_id, free),
+            )
 
     def _query_row(self, query_id: str) -> tuple[Any, ...] | None:
         rows = self._run(

@@ -13,7 +13,7 @@ from ragloom.errors import DbError
 from ragloom.server.answers import _AnswersMixin
 from ragloom.server.cache import EmbeddingCache, ResultCache
 from ragloom.server.embedding import BatchingEmbedder
-from ragloom.server.feedback import FeedbackBase
+from ragloom.server.feedback import FeedbackBase, log_bytes
 from ragloom.server.jobs import _JobsMixin
 from ragloom.settings import Settings, load_settings
 
@@ -96,6 +96,8 @@ class _OperationsMixin(_JobsMixin, _AnswersMixin):
             if self._batcher is not None:
                 self._batcher.window_s = max(0.0, settings.server.batch_window_ms) / 1000.0
             self._reader.retriever.bm25_timeout_ms = settings.timeouts.bm25_ms
+            if self._feedback_store is not None:
+                self._feedback_store.max_log_bytes = log_bytes(settings)
             self._settings = settings
 
     def reload_settings(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragloom.embed.cache import open_default_cache
+from ragloom.embed.cache import VectorCache, open_default_cache
 from ragloom.embed.document import embedding_key
 from ragloom.errors import (
     ConfigError,
@@ -508,15 +508,22 @@ class Index:
                     f"({old.embedding_dim}-d), not this writer's {embedder.model_id} ({dim}-d): "
                     "another process re-indexed it with another model; nothing was changed"
                 )
+            # a switch to another model, embedding now: the index goes on answering with its
+            # own model and vectors while the new ones are built beside them, and switches at
+            # the end (docs/embedding.md "Switching models"); without embedding (--no-embed)
+            # the old vectors go at once
+            staged = model_changed and embed and old is not None
             if model_changed:
                 import shutil
 
                 log.warning(
-                    "embedding model changed from %s to %s: every chunk will be re-embedded",
+                    "embedding model changed from %s to %s: every chunk will be re-embedded%s",
                     old.embedding_model if old else "",
                     embedder.model_id,
+                    " (the index answers with the old model until it is done)" if staged else "",
                 )
-                shutil.rmtree(self.index_dir / "vectors", ignore_errors=True)
+                if not staged:
+                    shutil.rmtree(self.index_dir / "vectors", ignore_errors=True)
             if old is not None and old.tokenizer_version != TOKENIZER_VERSION:
                 import shutil
 
@@ -531,14 +538,15 @@ class Index:
                 manifest = Manifest.new(rel_root, embedder.model_id, dim, str(spec))
                 if old is not None:
                     manifest = Manifest(**{**asdict(manifest), "created_at": old.created_at})
-                write_manifest(self.index_dir, manifest)
+                if not staged:
+                    write_manifest(self.index_dir, manifest)
                 cache = open_default_cache() if embed else None
                 try:
                     stats = update_index(
                         self.root,
                         self.index_dir,
                         store,
-                        embedder if embed else None,
+                        embedder if embed and not staged else None,
                         max_file_bytes=max_file_bytes,
                         progress=progress or (lambda *_: None),
                         model_changed=model_changed,
@@ -547,6 +555,8 @@ class Index:
                         recent_only=recent_only,
                         rebuild=in_place,
                     )
+                    if staged:
+                        self._switch_model(store, embedder, manifest, stats, cache, progress)
                 finally:
                     if cache is not None:
                         cache.close()
@@ -567,6 +577,42 @@ class Index:
             finally:
                 store.close()
         return stats
+
+    def _switch_model(
+        self,
+        store: Store,
+        embedder: Embedder,
+        manifest: Manifest,
+        stats: IndexStats,
+        cache: VectorCache | None,
+        progress: ProgressFn | None,
+    ) -> None:
+        """The second half of a model switch, after the code index was brought up to date
+        with the old model's vectors: every chunk embedded with ``embedder`` and its vectors
+        built beside the old ones (readers keep answering with the old model), then the
+        manifest naming the new model, the new vectors put in place, and the old model's
+        embeddings dropped. Killed anywhere before the manifest, the index is the old model's,
+        whole; the next switch takes the embeddings already made from the store."""
+        from ragloom.index.indexer import RECLAIM_SECONDS
+        from ragloom.index.sync import stage_model_switch, switch_vectors
+
+        t0 = time.perf_counter()
+        embedded, cached, vectors = stage_model_switch(
+            store, self.index_dir, embedder, progress or (lambda *_: None), cache
+        )
+        t1 = time.perf_counter()
+        write_manifest(self.index_dir, manifest)
+        switch_vectors(store, self.index_dir)
+        key = embedding_key(embedder.model_id)
+        stats.model = embedder.model_id
+        stats.chunks_embedded, stats.embeddings_cached = embedded, cached
+        stats.embeddings_computed = embedded - cached
+        stats.embeddings_pending = stats.chunks_total - vectors.count()
+        stats.embeddings_pruned += store.prune_stale_embeddings(key)
+        stats.bytes_reclaimed += store.reclaim_space(RECLAIM_SECONDS)  # the old model's space
+        stats.timings["embed"] = t1 - t0
+        stats.timings["vectors"] = time.perf_counter() - t1
+        stats.seconds += time.perf_counter() - t0
 
     def _rebuildable(self) -> bool:
         """Whether a rebuild can be written as a new generation of the index there: its

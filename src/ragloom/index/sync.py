@@ -6,6 +6,7 @@ that have none yet (step 6). :mod:`ragloom.index.indexer` re-exports every name.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -97,6 +98,7 @@ def _remove_stale_temporaries(index_dir: Path) -> None:
     and :meth:`HnswVectors.apply`) that a killed run left in the BM25 and vector folders: only
     a writer holding the write lock (the caller) writes there, and a left-over copy of the
     vector index is as large as the index."""
+    shutil.rmtree(index_dir / NEXT_VECTORS_DIR, ignore_errors=True)  # a switch killed midway
     for sub in ("bm25", "bm25-files", "vectors"):
         try:
             entries = list((index_dir / sub).iterdir())
@@ -105,6 +107,51 @@ def _remove_stale_temporaries(index_dir: Path) -> None:
         for path in entries:
             if path.name.startswith(".") and path.name.endswith(".tmp") and path.is_file():
                 path.unlink(missing_ok=True)
+
+
+NEXT_VECTORS_DIR = "vectors.next"
+"""Where a model switch builds the new model's vectors while readers search the old ones."""
+_VECTOR_FILES = ("vectors.hnsw", "labels.npz", "state.json")
+"""A vector folder's files, in the order a save writes them (readers pair the first two)."""
+
+
+def stage_model_switch(
+    store: Store,
+    index_dir: Path,
+    embedder: Embedder,
+    progress: ProgressFn = _no_progress,
+    cache: VectorCache | None = None,
+) -> tuple[int, int, HnswVectors]:
+    """Embed every chunk with ``embedder`` (a model the index is not embedded with yet) and
+    build its vectors in :data:`NEXT_VECTORS_DIR`, leaving the index's own vectors, and so
+    its readers, as they are. Resumable: embeddings of a killed switch are in the store (and
+    the vector cache) and are not computed again. Returns (vectors written, of which from
+    the cache, the staged index); :func:`switch_vectors` puts it in place."""
+    key = embedding_key(embedder.model_id)
+    embedded, cached = embed_missing(store, embedder, progress, cache)
+    staged = index_dir / NEXT_VECTORS_DIR
+    shutil.rmtree(staged, ignore_errors=True)
+    vectors = HnswVectors(staged, embedder.dim, key)
+    sync_vectors(store, vectors, key, progress)  # saved by it (none: no chunk, no file)
+    return embedded, cached, vectors
+
+
+def switch_vectors(store: Store, index_dir: Path) -> None:
+    """Put the staged vectors of a model switch in place of the index's, file by file as a
+    save writes them (a reader pairs the index file with its label list and loads again when
+    they do not match), then remove the staging folder. The caller wrote the manifest naming
+    the new model first: a reader of the old model never loads the new vectors as its own."""
+    staged, target = index_dir / NEXT_VECTORS_DIR, index_dir / "vectors"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in _VECTOR_FILES:
+        if (staged / name).exists():
+            os.replace(staged / name, target / name)
+        else:
+            (target / name).unlink(missing_ok=True)
+    (target / "rowids.npy").unlink(missing_ok=True)  # an older format's label list
+    shutil.rmtree(staged, ignore_errors=True)
+    # a store commit: readers re-check the vector file when the store changed
+    store.set_meta("vectors_saved", str(int(store.get_meta("vectors_saved") or 0) + 1))
 
 
 def sync_vectors(

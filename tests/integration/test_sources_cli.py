@@ -107,6 +107,12 @@ def test_status_freshness_and_incremental_reindex(repo: Path) -> None:
     assert fresh["commits"]["last_commit"] == new
     assert fresh["issues"]["last_update"] == "2024-02-07T10:00:00Z"
     assert fresh["docs"]["documents"] == 2
+    # a server's status says the same (GET /status had no sources)
+    from ragloom.server import ServingEngine
+
+    with ServingEngine.open(repo, warm=False) as engine:
+        served = {s["source"]: s for s in engine.status()["sources"]}
+    assert served == fresh
 
 
 def test_without_sources_nothing_changes(repo: Path) -> None:

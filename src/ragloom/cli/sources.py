@@ -482,13 +482,6 @@ def check_source_reports(reports: list[dict[str, object]], named: set[str]) -> N
 
 def status_sources(idx: Any) -> list[dict[str, object]] | None:
     """Freshness of the sources the last ``index --sources`` synced (None when none were)."""
-    from ragloom.sources.multi import SourceSet
+    from ragloom.sources.multi import configured_freshness
 
-    ss = SourceSet.configured(idx.root, idx.index_dir, index=idx)
-    if not ss.sources:
-        ss.close()
-        return None
-    try:
-        return list(ss.freshness())
-    finally:
-        ss.close()
+    return configured_freshness(idx)

@@ -102,10 +102,15 @@ class _InspectionMixin(_JobsMixin, _AnswersMixin):
         return out
 
     def _status(self) -> dict[str, Any]:
+        from ragloom.sources.multi import configured_freshness
+
         with self._use_reader() as r:
             st = r.index.status(freshness=False).to_dict()
             gen = r.retriever.store.generation()
             epoch = r.epoch
+            fresh = configured_freshness(r.index)
+        if fresh is not None:  # as `ragloom status --json`: only when `index --sources` ran
+            st["sources"] = fresh
         with self._lock:
             self._bm25_state = (time.monotonic(), str(st.get("bm25_status", "uninitialized")))
             running = sum(1 for j in self._jobs.values() if j.state in ("queued", "running"))

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from ragloom.api import Index
     from ragloom.sources.base import ItemStorage
 
-__all__ = ["SourceSet"]
+__all__ = ["SourceSet", "configured_freshness"]
 
 log = logging.getLogger("ragloom")
 
@@ -302,3 +302,17 @@ class SourceSet:
                 await src.dispose()
 
         run_sync(_all)
+
+
+def configured_freshness(index: Index) -> list[dict[str, object]] | None:
+    """Freshness of the sources the last ``index --sources`` synced into ``index`` (each
+    source's items, last synced commit or update, ...; a source that cannot be created or read
+    reports its error), or None when none were: ``status`` of the CLI and of a server."""
+    context = SourceContext(index.root.resolve(), index.index_dir.resolve(), index.source_storage())
+    if not load_source_config(context):  # none: the plug-ins are not even looked for
+        return None
+    ss = SourceSet.configured(index.root, index.index_dir, index=index)
+    try:
+        return list(ss.freshness())
+    finally:
+        ss.close()

@@ -134,6 +134,7 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
                 assert tool.description and len(tool.description) > 80, tool.name
                 for name, prop in tool.input_schema.get("properties", {}).items():
                     assert prop.get("description"), f"{tool.name}.{name} has no description"
+                assert tool.input_schema.get("additionalProperties") is False, tool.name
             search = tools["search_code"].input_schema
             assert search["required"] == ["query"]
             assert search["properties"]["query"]["maxLength"] == 65_536
@@ -247,6 +248,9 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
                     "rating",
                 ),
                 ("search_code", {}, "query"),
+                # an argument the tool does not take (a typo) was ignored without a word
+                ("search_code", {"query": QUERY, "topk": 3}, "topk"),
+                ("get_context", {"query": QUERY, "budjet": 500}, "budjet"),
             ]
             for tool, args, word in bad_calls:
                 bad = await client.call_tool(tool, args)

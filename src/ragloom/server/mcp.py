@@ -36,8 +36,9 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from ragloom.assemble.budget import Format
 from ragloom.errors import RagError
@@ -275,7 +276,26 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
 
     add_graph_tools(server, engine, max_chars, max_budget)
     add_admin_tools(server, engine, jobs)
+    _refuse_unknown_arguments(server)
     return server
+
+
+def _refuse_unknown_arguments(server: MCPServer[Any]) -> None:
+    """Every tool refuses an argument it does not take, and its published schema says so
+    (``additionalProperties: false``). The SDK's argument models ignored one: an agent's
+    ``{"query": ..., "topk": 3}`` was answered with the default ``top_k`` and no word, where
+    the HTTP API answers 422. (Its reading of a JSON text as the value it holds, ``"5"`` for
+    5, stays: some clients send every argument as text.)"""
+    for tool in server._tool_manager.list_tools():
+        meta = tool.fn_metadata
+        base = meta.arg_model
+        strict: type[ArgModelBase] = type(
+            base.__name__,
+            (base,),
+            {"model_config": ConfigDict(**{**base.model_config, "extra": "forbid"})},
+        )
+        meta.arg_model = strict
+        tool.parameters = strict.model_json_schema(by_alias=True)
 
 
 def _version() -> str:

@@ -427,3 +427,18 @@ def test_skipped_files_are_named_per_reason(tmp_path: Path) -> None:
     assert result.examples["excluded_dir"] == ["node_modules"]
     assert result.skipped["too_large"] == 25 and len(result.examples["too_large"]) == 20
     assert result.examples["too_large"][0] == "big00.py"
+
+
+def test_ignore_rules_are_matched_with_re2() -> None:
+    """pathspec matches ignore rules with google-re2 when it is installed (a dependency):
+    a walk of 7,670 files took 0.41 s with its pattern-by-pattern matcher and 0.22 s with re2,
+    with the same files kept (docs/index-choices.md, "Ignore rules")."""
+    import pathspec
+
+    from ragloom.ingest import walker
+
+    spec = pathspec.GitIgnoreSpec.from_lines(["*.log", "!keep.log", "build/"])
+    assert type(spec._backend).__module__.startswith("pathspec._backends.re2")
+    assert type(walker.SECRET_PATTERNS._backend).__module__.startswith("pathspec._backends.re2")
+    assert spec.match_file("a/b.log") and not spec.match_file("keep.log")
+    assert spec.match_file("build/x.py") and not spec.match_file("src/build.py")

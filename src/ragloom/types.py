@@ -80,3 +80,11 @@ class Hit:
     """With ``explain=True``: one record per ranking stage that moved this hit or changed its
     score (``stage``, ``rank_before``, ``rank_after``, ``score_before``, ``score_after``; ranks
     1-based, None where it was not ranked), in pipeline order (docs/ranking.md "Stages")."""
+
+    @property
+    def part(self) -> str | None:
+        """``"Foo.bar (part 3 of 64)"`` for a later part of a split symbol, None for any other
+        chunk: the ``part`` field of ``ragloom search --json``."""
+        from ragloom.ingest.chunker import part_label
+
+        return part_label(self.id, self.text)

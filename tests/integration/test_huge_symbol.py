@@ -210,6 +210,7 @@ def test_later_part_found_by_its_content_names_symbol_and_part(huge_index: raglo
         assert (hit.path, hit.symbol) == (path, symbol)
         assert hit.start_line > 10_000
         label = part_label(hit.id, hit.text)
+        assert hit.part == label  # the Python API's hit says it too, as `search --json` does
         m = re.fullmatch(rf"{re.escape(symbol)} \(part (\d+) of (\d+)\)", str(label))
         assert m is not None, hit.text[:120]
         k, n = int(m.group(1)), int(m.group(2))

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from ragloom.index.store import ChunkRow
-from ragloom.ingest.chunker import part_label
 from ragloom.retrieve.config import RrfConfig
 from ragloom.retrieve.query import ProcessedQuery
 from ragloom.types import Hit
@@ -37,7 +36,7 @@ def hit_to_json(hit: Hit, *, explain: bool = False) -> dict[str, Any]:
         "end_line": hit.end_line,
         "kind": hit.kind,
         "symbol": hit.symbol,
-        "part": part_label(hit.id, hit.text),
+        "part": hit.part,
         "language": hit.language,
         "score": hit.score,
         "ranks": dict(hit.ranks),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -240,21 +241,34 @@ def test_ctrl_c_while_the_command_starts_is_quiet(tmp_path: Path) -> None:
     import signal
     import subprocess
     import sys
-    import time
 
     script = Path(sys.executable).parent / "ragloom"
     if not script.exists():
         pytest.skip("the console script is not installed next to this interpreter")
+    # the signal is sent once the commands' import has begun under the guard (click's first
+    # module is imported): the interpreter's start-up and the package's first imports come
+    # before any guard, and a fixed 50 ms sleep landed there on a loaded machine. -X
+    # importtime reports each module as its import ends
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
     proc = subprocess.Popen(
         [str(script), "status", "--index-dir", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=env,
     )
-    time.sleep(0.05)
+    assert proc.stderr is not None
+    seen = after = b""
+    while b" click" not in after:  # the entry point imported, then a click module
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen += line
+        after = seen.partition(b"| ragloom.entry\n")[2]
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert b"Traceback" not in err, err.decode()[-1500:]
-    assert proc.returncode == 130 and b"interrupted" in err
+    _, rest = proc.communicate(timeout=30)
+    err = (seen + rest).decode()
+    assert "Traceback" not in err, err[-1500:]
+    assert proc.returncode == 130 and "interrupted" in err
 
 
 def test_an_index_chunked_by_older_rules_is_parsed_again(tmp_path: Path) -> None:

@@ -3,9 +3,8 @@
 Resolved by :func:`resolve_snapshot` from the index (one read snapshot, so it matches exactly
 one published generation; any :class:`GraphSource`: the embedded store or PostgreSQL), or
 loaded from the index folder (:func:`ragloom.graph.cache.load_graph`), and kept immutable: a
-new generation gets a new graph. Queries return
-plain value types (:class:`~ragloom.graph.model.Definition`,
-:class:`~ragloom.graph.model.Reference`).
+new generation gets a new graph. Queries return plain value types
+(:class:`~ragloom.graph.model.Definition`, :class:`~ragloom.graph.model.Reference`).
 """
 
 from __future__ import annotations

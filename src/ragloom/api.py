@@ -565,6 +565,7 @@ class Index:
                     stats.embeddings_pending = (
                         stats.chunks_total - HnswVectors(self.index_dir / "vectors", dim).count()
                     )
+                self._store_graph(store, stats)
                 if history:
                     t_history = time.perf_counter()
                     stats.history_commits = self._sync_history(stats)
@@ -614,6 +615,26 @@ class Index:
         stats.timings["vectors"] = time.perf_counter() - t1
         stats.seconds += time.perf_counter() - t0
 
+    @staticmethod
+    def _store_graph(store: Store, stats: IndexStats) -> None:
+        """Resolve the new generation's code graph and keep it in the folder
+        (:mod:`ragloom.graph.cache`) when that costs little beside the update
+        (:func:`~ragloom.graph.cache.worth_storing`), so the first graph command finds it; a
+        timing of its own, ``graph``. A graph that cannot be made leaves the index as it is:
+        the first graph command reports it."""
+        from ragloom.graph import load_graph
+        from ragloom.graph.cache import worth_storing
+
+        changed = stats.files_changed or stats.files_removed
+        if not changed or not worth_storing(stats.seconds, stats.chunks_total):
+            return
+        t0 = time.perf_counter()
+        try:
+            load_graph(store)
+        except RagError as exc:
+            log.warning("code graph not stored: %s", exc)
+        stats.timings["graph"] = time.perf_counter() - t0
+
     def _rebuildable(self) -> bool:
         """Whether a rebuild can be written as a new generation of the index there: its
         manifest is this format's, and its database opens (migrated when older) and passes
@@ -640,13 +661,15 @@ class Index:
         return True
 
     def _delete_index_files(self) -> None:
-        """The database, its manifest and the engines' folders (feedback, the repository
-        model and the sources stay)."""
+        """The database, its manifest and the engines' folders, the stored graph's too
+        (feedback, the repository model and the sources stay)."""
         import shutil
+
+        from ragloom.graph.cache import GRAPH_CACHE_DIR
 
         for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", "manifest.json"):
             (self.index_dir / name).unlink(missing_ok=True)
-        for sub in ("bm25", FILE_BM25_DIR, "vectors"):
+        for sub in ("bm25", FILE_BM25_DIR, "vectors", GRAPH_CACHE_DIR):
             shutil.rmtree(self.index_dir / sub, ignore_errors=True)
 
     def _sync_history(self, stats: IndexStats) -> int | None:

@@ -1,9 +1,10 @@
 """The code graph of one generation: definitions, references, callers, callees, relevance.
 
-Built by :func:`load_graph` from the index (one read snapshot, so it matches exactly one
-published generation; any :class:`GraphSource`: the embedded store or PostgreSQL) and kept immutable: a new generation gets a new graph. Queries return
-plain value types (:class:`~ragloom.graph.model.Definition`,
-:class:`~ragloom.graph.model.Reference`).
+Resolved by :func:`resolve_snapshot` from the index (one read snapshot, so it matches exactly
+one published generation; any :class:`GraphSource`: the embedded store or PostgreSQL), or
+loaded from the index folder (:func:`ragloom.graph.cache.load_graph`), and kept immutable: a
+new generation gets a new graph. Queries return plain value types
+(:class:`~ragloom.graph.model.Definition`, :class:`~ragloom.graph.model.Reference`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = [
     "PPR_ITERATIONS",
     "CodeGraph",
     "GraphSource",
-    "load_graph",
+    "resolve_snapshot",
 ]
 
 DEFAULT_MIN_CONFIDENCE = 0.5
@@ -103,6 +104,11 @@ class CodeGraph:
     @property
     def edge_count(self) -> int:
         return int(self.edges.src.size)
+
+    @property
+    def chunk_nodes(self) -> Mapping[str, int]:
+        """Chunk id -> node, every part of a split symbol included (what :meth:`node` reads)."""
+        return self._node_of
 
     def node(self, chunk_id: str) -> int | None:
         """The node of a chunk id (a later part of a split symbol gives its head's node)."""
@@ -300,8 +306,8 @@ class CodeGraph:
         return x
 
 
-def load_graph(store: GraphSource) -> CodeGraph:
-    """The graph of the store's published generation (one read snapshot)."""
+def resolve_snapshot(store: GraphSource) -> CodeGraph:
+    """The graph of the store's published generation, resolved from one read snapshot."""
     from ragloom.ingest.languages import CODE_SPECS
 
     gen, rows, raw = store.graph_snapshot(list(CODE_SPECS))

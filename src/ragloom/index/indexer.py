@@ -41,6 +41,8 @@ from ragloom.index.bm25 import TantivyBm25
 from ragloom.index.file_bm25 import sync_around_publish
 from ragloom.index.graphwork import GraphWorker, backfill_records
 from ragloom.index.store import FileRow, Store
+from ragloom.index.store_schema import CHUNKER_VERSION_META as CHUNKER_VERSION_META
+from ragloom.index.store_schema import GRAPH_VERSION_META as GRAPH_VERSION_META
 from ragloom.index.sync import EMBED_COMMIT_BATCH as EMBED_COMMIT_BATCH
 from ragloom.index.sync import (
     ProgressFn,
@@ -469,14 +471,6 @@ def _apply_update(
     stats.timings["reclaim"] = time.perf_counter() - t8
     stats.seconds = time.perf_counter() - t0
     return stats
-
-
-CHUNKER_VERSION_META = "chunker_version"
-"""Meta key: the :data:`~ragloom.ingest.chunker.CHUNKER_VERSION` the index's chunks were made
-by (absent: an index made before the key, chunked by version 1)."""
-GRAPH_VERSION_META = "graph_version"
-"""Meta key: the :data:`~ragloom.ingest.filegraph.FILE_GRAPH_VERSION` of the index's graph
-records."""
 
 
 def _backfill_graphs(

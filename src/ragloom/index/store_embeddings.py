@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 import numpy as np
 
 from ragloom.index.rows import GraphDefRow, graph_record
-from ragloom.index.store_schema import _VISIBLE, StoreBase
+from ragloom.index.store_schema import _VISIBLE, GRAPH_STATE_KEYS, StoreBase
 
 
 class StoreGraphMixin(StoreBase):
@@ -73,6 +73,17 @@ class StoreGraphMixin(StoreBase):
             if not own:
                 self._db.execute("COMMIT")
         return gen, defs, records
+
+    def graph_state(self) -> dict[str, str]:
+        """What names the published generation's graph input: the meta values of
+        :data:`~ragloom.index.store_schema.GRAPH_STATE_KEYS` that are set, read in one
+        statement (one consistent state; :mod:`ragloom.graph.cache` keys the resolved graph by
+        them)."""
+        marks = ",".join("?" * len(GRAPH_STATE_KEYS))
+        rows = self._db.execute(
+            f"SELECT key, value FROM meta WHERE key IN ({marks})", GRAPH_STATE_KEYS
+        ).fetchall()
+        return {str(k): str(v) for k, v in rows}
 
 
 class StoreEmbeddingsMixin(StoreBase):

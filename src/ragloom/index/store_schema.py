@@ -154,6 +154,24 @@ _WANTED = f"(gen_removed IS NULL OR gen_removed > {_GEN})"
 """SQL condition: the row is in the published or the pending generation, so BM25 and HNSW must
 hold it."""
 
+CHUNKER_VERSION_META = "chunker_version"
+"""Meta key: the :data:`~ragloom.ingest.chunker.CHUNKER_VERSION` the index's chunks were made
+by (absent: an index made before the key, chunked by version 1)."""
+GRAPH_VERSION_META = "graph_version"
+"""Meta key: the :data:`~ragloom.ingest.filegraph.FILE_GRAPH_VERSION` of the index's graph
+records."""
+GRAPH_STATE_KEYS = (
+    "generation",
+    "watermark",
+    "published_at",
+    CHUNKER_VERSION_META,
+    GRAPH_VERSION_META,
+)
+"""Meta keys that name what the published generation's code graph is made from: the
+generation, its watermark and publish time (a rebuild from nothing counts generations from 1
+again, its publish time differs) and the versions of the rules that made its chunks and graph
+records (:meth:`~ragloom.index.store.Store.graph_state`)."""
+
 RECLAIM_PAGES_PER_STEP = 4096
 """Pages ``incremental_vacuum`` returns to the file system per step (16 MB at 4 KiB pages;
 ~0.3 s each on the 2-core test machine, docs/consistency.md)."""

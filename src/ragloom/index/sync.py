@@ -95,11 +95,13 @@ def _sync_bm25_or_rebuild(
 
 def _remove_stale_temporaries(index_dir: Path) -> None:
     """Delete the temporary files of atomic writes (``.NAME.*.tmp``, :mod:`ragloom.index.atomic`
-    and :meth:`HnswVectors.apply`) that a killed run left in the BM25 and vector folders: only
-    a writer holding the write lock (the caller) writes there, and a left-over copy of the
-    vector index is as large as the index."""
-    shutil.rmtree(index_dir / NEXT_VECTORS_DIR, ignore_errors=True)  # a switch killed midway
-    for sub in ("bm25", "bm25-files", "vectors"):
+    and :meth:`HnswVectors.apply`) that a killed run left in the BM25, vector and graph
+    folders, and the staged vectors of a model switch killed midway: only a writer holding the
+    write lock (the caller) writes the first two, and a left-over copy of the vector index is
+    as large as the index. Readers store the graph (:mod:`ragloom.graph.cache`): one whose
+    temporary file goes under it keeps no graph."""
+    shutil.rmtree(index_dir / NEXT_VECTORS_DIR, ignore_errors=True)
+    for sub in ("bm25", "bm25-files", "vectors", "graph"):
         try:
             entries = list((index_dir / sub).iterdir())
         except OSError:

@@ -77,6 +77,13 @@ def _word_tokens(word: str) -> tuple[str, ...]:
     )
 
 
+_MEMO_WORDS = 1 << 15
+"""Words the memo holds at most (:class:`_WordMemo`). Four times as many (42 MB) saved 0.1 s of
+2.3 s tokenising the chunks of the standard library."""
+_MEMO_MAX_WORD = 128
+"""Longer words are split each time: a pasted blob does not fill the memo."""
+
+
 class _WordMemo(dict[str, tuple[str, ...]]):
     """word -> :func:`_word_tokens`, filled on lookup. Code repeats its words: the 63k chunks
     of the standard library hold 4.0 million words, 268k of them distinct, and splitting
@@ -95,8 +102,6 @@ class _WordMemo(dict[str, tuple[str, ...]]):
         return tokens
 
 
-_MEMO_WORDS = 1 << 15
-_MEMO_MAX_WORD = 128
 _MEMO = _WordMemo()
 
 

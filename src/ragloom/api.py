@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from ragloom.assemble.structure import StructureMode
     from ragloom.embed.base import Embedder
     from ragloom.graph import CodeGraph
-    from ragloom.index.postgres import PostgresBackend
+    from ragloom.index.postgres import PostgresBackend, RepositoryModel
     from ragloom.index.rows import ChunkRow
     from ragloom.retrieve.adapt import ModelStore
     from ragloom.retrieve.search import SearchResult
@@ -1172,19 +1172,33 @@ class PostgresIndex(Index):
                 f"the repository is now embedded with {info.embedding_model}, not this "
                 f"writer's {embedder.model_id}: nothing was changed"
             )
-        model_changed = backend.set_repository(
-            root=str(self.root),
-            embedding_key=embedding_key(embedder.model_id),
-            embedding_dim=embedder.dim,
-            embedding_model=embedder.model_id,
-            embedding_spec=str(spec),
-            tokenizer_version=TOKENIZER_VERSION,
-            ragloom_version=__version__,
+        # a switch to another model, embedding now: the repository goes on answering with its
+        # own model while the new vectors are cached beside it, and switches in one
+        # transaction at the end (docs/embedding.md "Switching models")
+        staged = bool(embed and info.embedding_model) and (
+            info.embedding_model != embedder.model_id or info.embedding_dim != embedder.dim
         )
+        new_model: RepositoryModel = {
+            "root": str(self.root),
+            "embedding_key": embedding_key(embedder.model_id),
+            "embedding_dim": embedder.dim,
+            "embedding_model": embedder.model_id,
+            "embedding_spec": str(spec),
+            "tokenizer_version": TOKENIZER_VERSION,
+            "ragloom_version": __version__,
+        }
+        kept: RepositoryModel = {
+            **new_model,
+            "embedding_key": info.embedding_key,
+            "embedding_dim": info.embedding_dim,
+            "embedding_model": info.embedding_model,
+            "embedding_spec": info.embedding_spec,
+        }
+        model_changed = backend.set_repository(**(kept if staged else new_model)) or staged
         stats = index_into(
             self.root,
             backend,
-            embedder if embed else None,
+            embedder if embed and not staged else None,
             skip_dir=self.index_dir,
             max_file_bytes=max_file_bytes,
             progress=progress or (lambda *_: None),
@@ -1193,6 +1207,8 @@ class PostgresIndex(Index):
             verify=verify,
             wait_s=wait_s,
         )
+        if staged:
+            self._switch_repository_model(backend, embedder, new_model, stats, progress, wait_s)
         stats.model = embedder.model_id
         if not embed:
             stats.embeddings_pending = len(backend.missing_embeddings(backend.info.embedding_key))
@@ -1203,6 +1219,34 @@ class PostgresIndex(Index):
             stats.timings["history"] = time.perf_counter() - t_history
         backend.set_git_state(state_record(self.root))
         return stats
+
+    @staticmethod
+    def _switch_repository_model(
+        backend: PostgresBackend,
+        embedder: Embedder,
+        new_model: RepositoryModel,
+        stats: IndexStats,
+        progress: ProgressFn | None,
+        wait_s: float,
+    ) -> None:
+        """The second half of a model switch, under the repository's write lock: every
+        chunk's text embedded with ``embedder`` into the shared vector cache (the chunks keep
+        the old model's vectors, and readers their answers), then, in one transaction, the
+        repository's model and every chunk's vector replaced. Stopped before it, the
+        repository is the old model's, whole; the next switch embeds only what is left."""
+        from ragloom.index.backend_index import embed_texts
+
+        t0 = time.perf_counter()
+        key = new_model["embedding_key"]
+        with backend.write_lock(wait_s):
+            missing = backend.missing_embeddings(key, staged=True)
+            embed_texts(backend, embedder, missing, stats, progress or (lambda *_: None))
+            t1 = time.perf_counter()
+            backend.set_repository(**new_model, fill=True)
+        stats.embeddings_pending = len(backend.missing_embeddings(key))
+        stats.timings["embed"] = t1 - t0
+        stats.timings["vectors"] = time.perf_counter() - t1
+        stats.seconds += time.perf_counter() - t0
 
     def status(self, *, freshness: bool = True) -> IndexStatus:
         """Counts, model and generation of the repository in the database."""

@@ -95,3 +95,52 @@ def test_a_switch_stopped_midway_leaves_the_old_index_and_resumes(
     assert again.batches <= (first.chunks_total + 15) // 16 - 3  # three batches were kept
     model, hits, fallback = _dense(root)
     assert "@128d" in model and hits and not fallback
+
+
+def test_a_repository_in_postgres_switches_in_one_transaction(
+    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The PostgreSQL backend dropped every vector of the repository at the start of a switch
+    (readers had BM25 alone until the re-embed ended). The new vectors are now cached beside
+    the old ones and put in the chunks, with the repository's model, in one transaction."""
+    import ragloom.index.backend_index as backend_index
+    from ragloom.api import open_postgres
+
+    monkeypatch.setattr(backend_index, "EMBED_COMMIT_BATCH", 16)
+    root = copy_stdlib_packages(tmp_path / "repo", ["json", "textwrap"])
+
+    def dense() -> tuple[str, list[str], bool]:
+        reader = open_postgres(root, dsn=pg_dsn, cache_dir=tmp_path / "reader")
+        try:
+            res = reader.search(QUESTION, top_k=5, strategy="dense")
+            return reader.status(freshness=False).model, [h.id for h in res.hits], res.fallback_used
+        finally:
+            reader.close()
+
+    writer = open_postgres(root, dsn=pg_dsn, embedder="hashing:64", create=True)
+    first = writer.index(history=False)
+    writer.close()
+    before = dense()
+    assert "@64d" in before[0] and before[1] and not before[2]
+    stopped = SlowModel(128, stop_after=2)
+    writer = open_postgres(root, dsn=pg_dsn, embedder=stopped, create=True)
+    with pytest.raises(Interrupted):
+        writer.index(history=False)
+    writer.close()
+    assert dense() == before  # stopped: the old model, whole
+    seen: list[tuple[str, list[str], bool]] = []
+    again = SlowModel(128, during=lambda: seen.append(dense()))
+    writer = open_postgres(root, dsn=pg_dsn, embedder=again, create=True)
+    stats = writer.index(history=False)
+    writer.close()
+    assert stats.model_changed and stats.embeddings_pending == 0
+    assert stats.chunks_embedded < first.chunks_total  # what the stopped run cached is kept
+    assert seen and all(s == before for s in seen), "a reader lost the old model's vectors"
+    model, hits, fallback = dense()
+    assert "@128d" in model and hits and not fallback
+    reader = open_postgres(root, dsn=pg_dsn, cache_dir=tmp_path / "reader")
+    try:
+        st = reader.status(freshness=False)
+        assert st.vectors == st.chunks and st.dim == 128
+    finally:
+        reader.close()

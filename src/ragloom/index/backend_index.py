@@ -89,6 +89,29 @@ def _backfill_content(root: Path, backend: StorageBackend, progress: ProgressFn)
     return time.perf_counter() - t0
 
 
+def embed_texts(
+    backend: StorageBackend,
+    embedder: Embedder,
+    missing: list[tuple[str, str]],
+    stats: IndexStats,
+    progress: ProgressFn = _no_progress,
+) -> None:
+    """Embed ``missing`` (node hash, text) in committed batches (an interrupted run resumes)
+    and store the vectors under the embedder's key; counted in ``stats``."""
+    key = embedding_key(embedder.model_id)
+    missing.sort(key=lambda item: len(item[1]))  # length-sorted batches pad less
+    progress("embed", 0, len(missing))
+    done = 0
+    for start in range(0, len(missing), EMBED_COMMIT_BATCH):
+        part = missing[start : start + EMBED_COMMIT_BATCH]
+        vecs = embedder.embed_documents([text for _, text in part])
+        backend.put_embeddings(key, ((h, vecs[i]) for i, (h, _) in enumerate(part)))
+        done += len(part)
+        stats.chunks_embedded += len(part)
+        stats.embeddings_computed += len(part)  # all by the model: see README
+        progress("embed", done, len(missing))
+
+
 def index_into(
     root: Path,
     backend: StorageBackend,
@@ -185,16 +208,7 @@ def index_into(
             t5 = time.perf_counter()
             key = embedding_key(embedder.model_id)
             stats.model = embedder.model_id
-            missing = backend.missing_embeddings(key)
-            missing.sort(key=lambda item: len(item[1]))  # length-sorted batches pad less
-            progress("embed", 0, len(missing))
-            for start in range(0, len(missing), EMBED_COMMIT_BATCH):
-                part = missing[start : start + EMBED_COMMIT_BATCH]
-                vecs = embedder.embed_documents([text for _, text in part])
-                backend.put_embeddings(key, ((h, vecs[i]) for i, (h, _) in enumerate(part)))
-                stats.chunks_embedded += len(part)
-                stats.embeddings_computed += len(part)  # all by the model: see README
-                progress("embed", stats.chunks_embedded, len(missing))
+            embed_texts(backend, embedder, backend.missing_embeddings(key), stats, progress)
             stats.timings["embed"] = time.perf_counter() - t5
             stats.embeddings_pending = len(backend.missing_embeddings(key))
         backend.finish_index(

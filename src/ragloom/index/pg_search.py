@@ -141,14 +141,17 @@ class PgSearchBackend:
         return {int(r[0]): (str(r[1]), str(r[2]), str(r[3])) for r in rows}
 
     # -- embeddings and vectors -----------------------------------------------------------
-    def missing_embeddings(self, key: str) -> list[tuple[str, str]]:
+    def missing_embeddings(self, key: str, *, staged: bool = False) -> list[tuple[str, str]]:
         """(node hash, embedding text) of the repository's chunks with no vector, one per hash
-        (the text of the smallest rowid sharing it, as the embedded store does)."""
+        (the text of the smallest rowid sharing it, as the embedded store does). ``staged``:
+        those whose text has no cached vector under ``key``, whatever vector the chunk holds
+        (a model switch embeds them all beside the model in use)."""
         from ragloom.embed.document import embedding_text
 
+        unembedded = "" if staged else "AND c.embedding IS NULL "
         rows = self._fetchall(
             "SELECT DISTINCT ON (c.node_hash) c.node_hash, c.path, c.kind, c.symbol, c.text "
-            "FROM chunks c WHERE c.repo_id = %s AND c.embedding IS NULL AND NOT EXISTS "
+            f"FROM chunks c WHERE c.repo_id = %s {unembedded}AND NOT EXISTS "
             "(SELECT 1 FROM embeddings e WHERE e.model_key = %s AND e.node_hash = c.node_hash) "
             "ORDER BY c.node_hash, c.rowid",
             (self.repo_id, key),

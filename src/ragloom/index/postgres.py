@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -70,7 +70,7 @@ from ragloom.index.pg_schema import list_repositories as list_repositories
 from ragloom.index.pg_schema import only_repository as only_repository
 from ragloom.index.pg_search import BM25_CATCH_UP_WAIT_S as BM25_CATCH_UP_WAIT_S
 from ragloom.index.pg_search import BM25_KEEP_GENERATIONS as BM25_KEEP_GENERATIONS
-from ragloom.index.pg_search import PgBm25, PgSearchBackend, PgVectors
+from ragloom.index.pg_search import PgBm25, PgSearchBackend, PgVectors, _fill_vectors
 from ragloom.index.pg_search import bm25_cache_dir as bm25_cache_dir
 from ragloom.index.pg_update import PgUpdate
 from ragloom.index.rows import CHUNK_COLS as _CHUNK_COLS
@@ -101,10 +101,23 @@ __all__ = [
     "PgVectors",
     "PostgresBackend",
     "RepositoryInfo",
+    "RepositoryModel",
     "connect",
     "dsn_from_env",
     "migrate",
 ]
+
+
+class RepositoryModel(TypedDict):
+    """What a repository is indexed with (:meth:`PostgresBackend.set_repository`)."""
+
+    root: str
+    embedding_key: str
+    embedding_dim: int
+    embedding_model: str
+    embedding_spec: str
+    tokenizer_version: str
+    ragloom_version: str
 
 
 class PostgresBackend(PgSearchBackend, ChunkCounts):
@@ -209,10 +222,15 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
         embedding_spec: str,
         tokenizer_version: str,
         ragloom_version: str,
+        fill: bool = False,
     ) -> bool:
         """Record what the repository is indexed with; True when the embedding key or
         dimension changed (every stored vector of the repository is then dropped, in the same
-        transaction, and re-filled from the cache or re-embedded)."""
+        transaction, and re-filled from the cache or re-embedded). ``fill``: the new model's
+        vectors are in the cache already (a staged switch): the chunks get them in the same
+        transaction, so a reader sees the old model's vectors or the new one's, never none."""
+        if fill and embedding_dim:
+            ensure_vector_index(self._conn, embedding_dim)  # before: filled rows go into it
         with self._lock, self._conn.transaction():
             row = self._conn.execute(
                 "SELECT embedding_key, embedding_dim FROM repositories WHERE id = %s FOR UPDATE",
@@ -243,6 +261,8 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
                     self.repo_id,
                 ),
             )
+            if changed and fill:
+                _fill_vectors(self._conn, self.repo_id, embedding_key, None)
         if embedding_dim:
             ensure_vector_index(self._conn, embedding_dim)
         self.refresh_info()

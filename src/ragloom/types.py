@@ -85,6 +85,6 @@ class Hit:
     def part(self) -> str | None:
         """``"Foo.bar (part 3 of 64)"`` for a later part of a split symbol, None for any other
         chunk: the ``part`` field of ``ragloom search --json``."""
-        from ragloom.ingest.chunker import part_label
+        from ragloom.ingest.parts import part_label
 
         return part_label(self.id, self.text)

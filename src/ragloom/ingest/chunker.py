@@ -19,6 +19,7 @@ from ragloom.ingest.binds import extract_binds
 from ragloom.ingest.filegraph import FileGraph
 from ragloom.ingest.ids import chunk_id, text_hash
 from ragloom.ingest.languages import CODE_SPECS, LangSpec, detect_language
+from ragloom.ingest.parts import head_id, is_part, part_id, part_label
 from ragloom.ingest.refs import extract_refs
 from ragloom.types import Chunk, ChunkKind, SourceKind
 
@@ -64,43 +65,10 @@ MAX_HEADER_BYTES: Final = 1000
 multi-line signature fits); a longer "signature" means error recovery swallowed the body,
 and only the first line is repeated."""
 
-_PART: Final = "#part"
-"""The 2nd, 3rd, ... part of a split chunk has the id ``<first part's id>#part<k>`` (the first
-part keeps the plain id): a piece names its head without a lookup, so retrieval can count a
-split symbol once and rank the part holding its definition line (see :func:`head_id`)."""
-
 MAX_LABEL_SYMBOL: Final = 200
 """Longest symbol written into a part label (longer ones are cut and end with ``...``)."""
 
 _MD_COMMENT: Final = ("<!--", " -->")
-_LABEL_RE: Final = re.compile(
-    r"(?:#|//|<!--) (?P<label>.* \(part (?P<k>[0-9]+) of (?P<n>[0-9]+)\))(?: -->)?"
-)
-
-
-def is_part(chunk_id: str) -> bool:
-    """True for the 2nd, 3rd, ... part of a split chunk (ids written by this chunker)."""
-    return _PART in chunk_id
-
-
-def part_id(head: str, k: int) -> str:
-    """The id of the ``k``-th part (``k`` >= 2) of the split chunk whose first part is ``head``."""
-    return f"{head}{_PART}{k}"
-
-
-def head_id(chunk_id: str) -> str:
-    """The id of the first part of the split chunk ``chunk_id`` belongs to (itself when it is
-    a first part or was never split)."""
-    return chunk_id.split(_PART, 1)[0]
-
-
-def part_label(chunk_id: str, text: str) -> str | None:
-    """``"Foo.bar (part 3 of 64)"`` for a later part of a split symbol (read from the label line
-    its text starts with), ``None`` for any other chunk."""
-    if not is_part(chunk_id):
-        return None
-    m = _LABEL_RE.fullmatch(text.split("\n", 1)[0])
-    return m.group("label") if m else None
 
 
 def _label_line(symbol: str, k: int, n: int, comment: tuple[str, str]) -> str:

@@ -144,3 +144,47 @@ def test_a_repository_in_postgres_switches_in_one_transaction(
         assert st.vectors == st.chunks and st.dim == 128
     finally:
         reader.close()
+
+
+class Renamed(HashingEmbedder):
+    """Another model of the same dimension (the hashing vectors under another name)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__(dim)
+        self.spec = f"test-renamed:{dim}"
+
+    @property
+    def model_id(self) -> str:
+        return f"test/renamed@{self.dim}d"
+
+
+def test_vectors_of_another_model_of_the_same_dimension_are_not_searched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A switch killed between its manifest and its vector files left the manifest naming the
+    new model over the old model's vectors. Of another dimension they were not loaded; of the
+    same one, dense answers compared the new model's queries with the old model's vectors,
+    at random and without a word (a user trial). They are now not searched, with a note, and
+    the next `index` rebuilds them from the stored embeddings."""
+    import ragloom.index.sync as sync
+
+    root = copy_stdlib_packages(tmp_path / "repo", ["json"])
+    with ragloom.open(root, embedder="hashing:64") as idx:
+        idx.index(history=False)
+
+    def killed(*_: object) -> None:
+        raise Interrupted
+
+    monkeypatch.setattr(sync, "switch_vectors", killed)
+    with pytest.raises(Interrupted), ragloom.open(root, embedder=Renamed(64)) as idx:
+        idx.index(history=False)
+    monkeypatch.undo()
+    with ragloom.open(root, embedder=Renamed(64)) as idx:
+        res = idx.search(QUESTION, top_k=5, strategy="dense")
+        assert not res.hits
+        assert any("made with another model" in n for n in res.notes), res.notes
+        assert idx.search(QUESTION, top_k=5, strategy="hybrid").hits  # BM25 still answers
+        stats = idx.index(history=False)
+        assert stats.embeddings_computed == 0  # rebuilt from the store, nothing re-embedded
+        res = idx.search(QUESTION, top_k=5, strategy="dense")
+        assert res.hits and not any("another model" in n for n in res.notes)

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -49,21 +50,27 @@ def test_a_read_only_bm25_folder_is_read_from_a_copy(
         return real_access(path, mode, **kwargs)
 
     monkeypatch.setattr(bm25_module.os, "access", access)
-    before = {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("ragloom-bm25-*")}
+    before = {p.name for p in Path(tempfile.gettempdir()).glob("ragloom-ro-bm25-*")}
     engine = bm25_module.TantivyBm25(repo / ".ragloom" / "bm25")
-    copies = {
-        p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("ragloom-bm25-*")
-    } - before
+    copies = {p.name for p in Path(tempfile.gettempdir()).glob("ragloom-ro-bm25-*")} - before
     assert len(copies) == 1
     assert engine.doc_count() > 0
     assert not list((repo / ".ragloom" / "bm25" / "engine").glob("*.lock.new"))
     del engine
     gc.collect()
-    left = {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("ragloom-bm25-*")}
+    left = {p.name for p in Path(tempfile.gettempdir()).glob("ragloom-ro-bm25-*")}
     assert not copies & left, "the copy outlives its engine"
     with Index.at(repo) as idx:
         got = [h.id for h in idx.search(QUESTION, top_k=5, strategy="sparse").hits]
     assert got == want
+    # a copy left by a killed process (no exit handler ran) goes with the next copy made
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan = Path(tempfile.gettempdir()) / f"ragloom-ro-bm25-{dead.pid}-x" / "engine"
+    orphan.mkdir(parents=True)
+    engine = bm25_module.TantivyBm25(repo / ".ragloom" / "bm25")
+    assert not orphan.parent.exists()
+    del engine
 
 
 def _unshare_works() -> bool:
@@ -95,3 +102,20 @@ def test_a_read_only_mount_answers_as_the_writable_folder(repo: Path) -> None:
         )
         assert _hits(proc) == hits, strategy
     assert not (folder / "probe").exists()
+    # ratings are read there too (`feedback stats` failed: "unable to open database file")
+    answer = json.loads(run_cli(*args, "--strategy", "sparse").stdout)[0]
+    run_cli("feedback", "add", answer["query_id"], answer["id"], "--rating", "helpful",
+            "--index-dir", str(folder), check=True)  # fmt: skip
+    stats = ["feedback", "stats", "--index-dir", str(folder), "--json"]
+    want_stats = run_cli(*stats, check=True).stdout
+    proc = subprocess.run(
+        [
+            *("unshare", "-m", "sh", "-c", script, str(folder), str(folder)),
+            *(sys.executable, "-m", "ragloom.cli", *stats),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == want_stats and '"helpful_count": 1' in want_stats

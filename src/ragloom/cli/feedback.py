@@ -18,7 +18,7 @@ from ragloom.cli.app import echo_json, handle_errors
 from ragloom.cli.backend import backend_options, open_read
 from ragloom.errors import IndexNotFoundError
 from ragloom.retrieve.reader import DB_NAME
-from ragloom.server.feedback import RATINGS, FeedbackBase, FeedbackStore
+from ragloom.server.feedback import FEEDBACK_DB_NAME, RATINGS, FeedbackBase, FeedbackStore
 
 __all__ = ["feedback_group"]
 
@@ -27,9 +27,12 @@ _INDEX_DIR = click.option(
 )
 
 
-def feedback_store(idx: Any) -> FeedbackBase:
+def feedback_store(idx: Any, *, reading: bool = False) -> FeedbackBase:
     """The feedback store of an opened index: the database's tables for a
-    :class:`~ragloom.api.PostgresIndex`, else the folder's ``feedback.sqlite``."""
+    :class:`~ragloom.api.PostgresIndex`, else the folder's ``feedback.sqlite``; ``reading``
+    (statistics): a folder nobody may write (a read-only mount) is read as it is."""
+    import os
+
     from ragloom.api import PostgresIndex
 
     if isinstance(idx, PostgresIndex):
@@ -38,15 +41,25 @@ def feedback_store(idx: Any) -> FeedbackBase:
         raise IndexNotFoundError(
             f"no index at {idx.index_dir}; create one with `ragloom index {idx.root}`"
         )
-    return FeedbackStore(idx.index_dir)
+    readonly = (
+        reading
+        and not os.access(idx.index_dir, os.W_OK)
+        and (idx.index_dir / FEEDBACK_DB_NAME).is_file()
+    )
+    return FeedbackStore(idx.index_dir, readonly=readonly)
 
 
 def _store(
-    index_dir: Path | None, backend: str | None, dsn: str | None, repo: str | None
+    index_dir: Path | None,
+    backend: str | None,
+    dsn: str | None,
+    repo: str | None,
+    *,
+    reading: bool = False,
 ) -> FeedbackBase:
     idx = open_read(index_dir, backend, dsn, repo)
     try:
-        return feedback_store(idx)
+        return feedback_store(idx, reading=reading)
     finally:
         idx.close()  # the store has its own connection; the index's is not needed
 
@@ -130,7 +143,7 @@ def feedback_stats_cmd(
     repo: str | None = None,
 ) -> None:
     """Statistics of the feedback on the answer QUERY_ID; without one, of all the answers."""
-    store = _store(index_dir, backend, dsn, repo)
+    store = _store(index_dir, backend, dsn, repo, reading=True)
     try:
         stats = store.stats(query_id) if query_id is not None else store.summary()
     finally:

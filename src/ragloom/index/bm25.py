@@ -169,6 +169,26 @@ class Bm25Backend(Protocol):
     def doc_count(self) -> int: ...
 
 
+_COPY_PREFIX = "ragloom-ro-bm25-"
+"""Name of a read-only engine's private copy: ``<prefix><pid>-<random>`` in the temporary
+folder (:meth:`TantivyBm25._readable_copy`)."""
+
+
+def _remove_orphan_copies() -> None:
+    """Remove the read-only engine copies of processes that no longer run (a ``kill -9``
+    leaves its copies behind: no exit handler runs)."""
+    for path in Path(tempfile.gettempdir()).glob(f"{_COPY_PREFIX}*-*"):
+        pid = path.name[len(_COPY_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive, under another user
+            continue
+
+
 class TantivyBm25:
     """A persistent tantivy index in ``directory`` plus its rowid sidecar."""
 
@@ -213,8 +233,10 @@ class TantivyBm25:
         container image, an NFS export). tantivy takes a lock file beside its segments even to
         read, which such a folder refuses; nothing can change the folder, so the copy stays
         exact. It is removed with this object or at exit (15 MB and about 20 ms at 56k chunks,
-        docs/index-choices.md "Disk, damage and read-only folders")."""
-        copy = Path(tempfile.mkdtemp(prefix="ragloom-bm25-")) / "engine"
+        docs/index-choices.md "Disk, damage and read-only folders"); the copies of a process
+        that was killed are removed by the next one that makes a copy."""
+        _remove_orphan_copies()
+        copy = Path(tempfile.mkdtemp(prefix=f"{_COPY_PREFIX}{os.getpid()}-")) / "engine"
         try:
             shutil.copytree(engine_dir, copy)
         except OSError as exc:

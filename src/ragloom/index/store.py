@@ -74,7 +74,7 @@ PAGE_SIZE = 8192
 """SQLite page size of a new index database (see ``Store.__init__``)."""
 
 
-def _open_readonly(path: Path) -> sqlite3.Connection:
+def open_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection; on a read-only folder (a CI cache, a container image, an NFS
     export) where SQLite cannot create the WAL's shared-memory file, one that reads the file
     as immutable (it cannot change there: nothing can write it)."""
@@ -104,7 +104,7 @@ class Store(
         self._own_version = 0
         try:
             if readonly:
-                self._db = _open_readonly(path)
+                self._db = open_readonly(path)
             else:
                 self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
                 if self.schema_version() == 0:

@@ -133,6 +133,9 @@ class HnswVectors:
         self.damaged: str | None = None
         """Why the file in the folder could not be loaded (nothing is searched; the next
         writer replaces it)."""
+        self.foreign_key: str | None = None
+        """The embedding key the folder's vectors were saved under when it is not :attr:`key`
+        (given): nothing is loaded from it, and searches find nothing."""
         self.foreign_dim: int | None = None
         """The dimension of the file in the folder when it is not :attr:`dim` (another model's
         vectors): nothing is loaded from it, and searches find nothing, rather than compare
@@ -163,6 +166,21 @@ class HnswVectors:
                     self.dim,
                 )
                 self.foreign_dim = found
+                self._ident = ident
+                return
+            stored = HnswVectors.stored_key(self.directory) if self.key is not None else None
+            if stored is not None and stored != self.key:
+                # vectors of another model of the same dimension (a model switch killed between
+                # its manifest and its vector files): compared with this model's queries they
+                # would rank at random, silently; the next `ragloom index` rebuilds them
+                log.warning(
+                    "vector index %s was made under %s, not this index's %s: not searched "
+                    "(`ragloom index` rebuilds it from the stored embeddings)",
+                    path,
+                    stored,
+                    self.key,
+                )
+                self.foreign_key = stored
                 self._ident = ident
                 return
             index = self._hnswlib.Index(space="cosine", dim=self.dim)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from ragloom.embed.document import embedding_key
 from ragloom.errors import DbError, IncompatibleIndexError, IndexNotFoundError
 from ragloom.index.bm25 import TantivyBm25
 from ragloom.index.file_bm25 import FileBm25Reader, open_file_bm25
@@ -107,7 +108,9 @@ def open_retriever(
     except DbError as exc:
         log.warning("bm25 unavailable: %s", exc)
         bm25 = None
-    vectors = HnswVectors(index_dir / "vectors", manifest.embedding_dim)
+    vectors = HnswVectors(
+        index_dir / "vectors", manifest.embedding_dim, embedding_key(manifest.embedding_model)
+    )
     retriever = Retriever(opened, bm25, vectors, lambda: search_embedder(embedder, manifest, root))
     try:
         files = open_file_bm25(index_dir)

@@ -547,10 +547,18 @@ class Retriever:
             return result
         result.vectors_complete = self.vectors_complete()
         foreign = getattr(self.vectors, "foreign_dim", None)
+        foreign_key = getattr(self.vectors, "foreign_key", None)
         if foreign is not None and not isinstance(strat, Sparse):
             result.notes.append(
                 f"the index was re-embedded with another model ({foreign}-d vectors) since it "
                 "was opened: dense found nothing; open it again to search with its new model"
+            )
+        elif foreign_key is not None and not isinstance(strat, Sparse):
+            result.notes.append(
+                f"the vector index was made with another model ({foreign_key}) than the one "
+                "the index was opened with: dense found nothing (re-embedded since it was "
+                "opened: open it again; else `ragloom index` rebuilds the vectors from the "
+                "stored embeddings)"
             )
         elif not result.vectors_complete and not isinstance(strat, Sparse):
             n = self.vectors.count() if self.vectors is not None else 0

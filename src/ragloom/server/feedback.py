@@ -319,7 +319,8 @@ class FeedbackBase(ABC):
             off = (
                 " (the query log is off here: feedback.query_log_max_mb = 0)"
                 if self.max_log_bytes <= 0
-                else ""
+                else " (the query log keeps the newest answers up to feedback.query_log_max_mb: "
+                "an older unrated one may have been pruned)"
             )
             raise UnknownIdError(
                 f"unknown query_id {query_id!r}: feedback must name the query_id of an answer "
@@ -470,13 +471,10 @@ class FeedbackStore(FeedbackBase):
         self.path = Path(index_dir) / FEEDBACK_DB_NAME
         super().__init__()
         try:
-            if readonly:
-                self._db = sqlite3.connect(
-                    f"{self.path.resolve().as_uri()}?mode=ro",
-                    uri=True,
-                    check_same_thread=False,
-                    timeout=30,
-                )
+            if readonly:  # on a read-only folder too (read as immutable there)
+                from ragloom.index.store import open_readonly
+
+                self._db = open_readonly(self.path.resolve())
                 self._db.execute("PRAGMA busy_timeout=30000")
                 return
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)

@@ -6,6 +6,7 @@ folder's SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,6 +89,10 @@ def test_the_cli_logs_nothing_when_the_log_is_off(tmp_path: Path) -> None:
     t0 = time.time()
     off = run_cli("search", "decode json", "--index-dir", str(root / ".ragloom"), "--json")
     assert off.returncode == 0, off.stderr
+    # the field stays, null (a script reads the same keys whatever the setting)
+    assert all(h["query_id"] is None for h in json.loads(off.stdout))
+    ctx = run_cli("context", "decode json", "--index-dir", str(root / ".ragloom"), "--json")
+    assert json.loads(ctx.stdout)["query_id"] is None
     store = FeedbackStore(root / ".ragloom")
     try:
         assert not [a for a in store.rated_answers() if a["ts"] >= t0]

@@ -45,3 +45,13 @@ def test_a_lazy_entry_that_is_not_a_command_is_a_clear_error() -> None:
     with click.Context(group) as ctx, pytest.raises(TypeError, match="not a click command"):
         group.get_command(ctx, "bad")
     assert group.get_command(click.Context(group), "missing") is None
+
+
+def test_a_mistyped_command_is_answered_with_the_commands_it_may_mean() -> None:
+    """click suggests from the commands imported so far; with commands imported when run,
+    `ragloom serch` lost its "Did you mean" (a user trial)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "ragloom.cli", "serch", "x"], capture_output=True, text=True
+    )
+    assert out.returncode == 2
+    assert "Did you mean" in out.stderr and "'search'" in out.stderr, out.stderr

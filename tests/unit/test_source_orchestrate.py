@@ -53,8 +53,11 @@ class Scripted:
                     await asyncio.sleep(0.05)
         if self.behaviour == "thread":
             await asyncio.to_thread(time.sleep, 5.0)
+        self.calls = getattr(self, "calls", 0) + 1
         if self.behaviour == "block":  # a plug-in's classic slip: a blocking call in async code
             time.sleep(5.0)
+        if self.behaviour == "block-short":
+            time.sleep(1.0)
         if self.behaviour == "raise":
             raise RuntimeError("index is corrupt")
         if self.behaviour == "dicts":  # a plug-in's slip: not SourceHits
@@ -74,7 +77,8 @@ class Scripted:
         return True
 
     async def dispose(self) -> None:
-        return None
+        if self.behaviour == "slow-dispose":
+            await asyncio.sleep(8.0)
 
     def sync(self) -> SyncReport:
         if self.behaviour == "sync-hang":
@@ -84,6 +88,8 @@ class Scripted:
         return SyncReport(self.name)
 
     def freshness(self) -> dict[str, object]:
+        if self.behaviour == "freshness-hang":
+            time.sleep(30.0)
         return {"items": self.n}
 
 
@@ -333,9 +339,50 @@ def test_a_hung_plug_in_sync_is_a_failed_sync_not_a_hang(
     hung = _plug_in("notes", "sync-hang", monkeypatch, tmp_path)
     hung.sync_timeout_s = 0.3
     t0 = time.perf_counter()
-    with pytest.raises(SourceSyncError, match="no answer in 0 s"):
+    with pytest.raises(SourceSyncError, match=r"no answer in 0\.3 s"):
         hung.sync()
     assert time.perf_counter() - t0 < 2.0
     with pytest.raises(RuntimeError, match="sync exploded"):  # its own error, as it raised it
         _plug_in("notes", "sync-raise", monkeypatch, tmp_path).sync()
     assert _plug_in("notes", "ok", monkeypatch, tmp_path).sync().source == "notes"
+
+
+def test_calls_given_up_behind_a_blocked_one_are_not_made(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each question that timed out behind a blocked plug-in call ran later anyway, one after
+    another, blocking the source again (a trial: four questions kept it blocked for 40 s)."""
+    notes = _plug_in("notes", "block-short", monkeypatch, tmp_path)
+
+    async def four() -> list[str]:
+        runs = [
+            retrieve_all([notes], SourceQuery("q"), {}, per_source_ms=100, total_ms=500)
+            for _ in range(4)
+        ]
+        done = await asyncio.gather(*runs)
+        return [statuses[0].status for _, statuses in done]
+
+    assert run_sync(four) == ["timeout"] * 4
+    time.sleep(1.5)  # the first call ends; the three given up behind it must not start
+    assert notes.inner.calls == 1
+    run_sync(notes.dispose)
+
+
+def test_a_plug_in_freshness_and_dispose_are_bounded(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A plug-in's ``freshness`` that never returned hung a server's ``status``; a slow
+    ``dispose`` of a source never asked was waited for whole (8 s on every ``status``)."""
+    from ragloom.errors import DbError
+    from ragloom.sources import isolate
+
+    monkeypatch.setattr(isolate, "PLUGIN_FRESHNESS_TIMEOUT_S", 0.2)
+    hung = _plug_in("notes", "freshness-hang", monkeypatch, tmp_path)
+    t0 = time.perf_counter()
+    with pytest.raises(DbError, match="freshness gave no answer"):
+        hung.freshness()
+    slow = _plug_in("notes", "slow-dispose", monkeypatch, tmp_path)
+    run_sync(slow.dispose)  # never asked: waited for up to PLUGIN_DISPOSE_WAIT_S, not 8 s
+    slow_later = _plug_in("notes", "slow-dispose", monkeypatch, tmp_path)
+    slow_later.dispose_later()  # a server's: not waited for at all
+    assert time.perf_counter() - t0 < 0.2 + isolate.PLUGIN_DISPOSE_WAIT_S + 1.5

@@ -175,6 +175,17 @@ class RagloomGroup(click.Group):
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            # click suggests from the commands imported so far: every command, as before
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx
+            ) from None
+
     def all_commands(self) -> dict[str, click.Command]:
         """Every command, imported (tests and documentation read them all)."""
         with click.Context(self) as ctx:

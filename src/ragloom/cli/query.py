@@ -123,7 +123,7 @@ def search_cmd(
         # every hit names the index generation the whole answer comes from
         gen = result.generation
         qid = log_answer(idx, "search", query, result.strategy, gen, _ids(result.hits))
-        extra = {"generation": gen} if qid is None else {"generation": gen, "query_id": qid}
+        extra = {"generation": gen, "query_id": qid}  # null: no query log kept here
         echo_json(
             [{**_hit_json(h, explain), **extra, "stale": h.path in changed} for h in result.hits]
         )
@@ -259,7 +259,7 @@ def context_cmd(
         gen = idx.retriever.store.generation()
         hit_ids = list(dict.fromkeys(i for p in ctx.parts for i in p.hit_ids))
         qid = log_answer(idx, "context", query, strategy, gen, hit_ids)
-        echo_json(ctx.to_dict() if qid is None else {**ctx.to_dict(), "query_id": qid})
+        echo_json({**ctx.to_dict(), "query_id": qid})  # null: no query log kept here
         return
     click.echo(ctx.text)
     st = ctx.stats

@@ -342,9 +342,8 @@ def run_search(
             "notes": result.notes,
             "timings_ms": result.timings_ms,
             "generation": gen,
+            "query_id": qid,  # null: no query log kept here
         }
-        if qid is not None:
-            body["query_id"] = qid
         echo_json(body)
         return
     click.echo(_status_line(result), err=True)
@@ -403,7 +402,7 @@ def run_context(
         hit_ids = list(dict.fromkeys(i for p in ctx.parts for i in p.hit_ids))
         qid = log_answer(idx, "context", query, strategy, gen, hit_ids)
         body = {**ctx.to_dict(), "sources": result.sources_json(), "notes": result.notes}
-        echo_json(body if qid is None else {**body, "query_id": qid})
+        echo_json({**body, "query_id": qid})  # null: no query log kept here
         return
     click.echo(ctx.text)
     st = ctx.stats

@@ -51,7 +51,7 @@ class _SourcesMixin(_AnswersMixin):
         try:
             return ss.search(query, top_k=k, total_ms=self._settings.timeouts.query_ms)
         finally:
-            ss.close()
+            ss.close(wait=False)  # a plug-in's slow dispose does not delay the answer
 
     def _search_sources(
         self, query: str, names: list[str], k: int, strat: str, explain: bool, t0: float

@@ -24,12 +24,13 @@ The built-in sources are not wrapped: they already run their blocking work in th
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
-from ragloom.errors import SourceSyncError
+from ragloom.errors import DbError, RagError, SourceSyncError
 from ragloom.sources.base import (
     RetrieveOptions,
     Source,
@@ -39,7 +40,12 @@ from ragloom.sources.base import (
     SyncReport,
 )
 
-__all__ = ["PLUGIN_DISPOSE_WAIT_S", "PLUGIN_SYNC_TIMEOUT_S", "IsolatedSource"]
+__all__ = [
+    "PLUGIN_DISPOSE_WAIT_S",
+    "PLUGIN_FRESHNESS_TIMEOUT_S",
+    "PLUGIN_SYNC_TIMEOUT_S",
+    "IsolatedSource",
+]
 
 log = logging.getLogger("ragloom")
 
@@ -48,6 +54,9 @@ T = TypeVar("T")
 PLUGIN_SYNC_TIMEOUT_S: Final = 1800.0
 """How long a plug-in source's ``sync`` may run before it is reported as failed (30 minutes:
 a first sync of a large tracker is minutes; a hang is for ever)."""
+PLUGIN_FRESHNESS_TIMEOUT_S: Final = 2.0
+"""How long ``status`` waits for a plug-in source's ``freshness`` (it is then reported as an
+error of that source)."""
 PLUGIN_DISPOSE_WAIT_S: Final = 2.0
 """How long closing waits for a plug-in's ``dispose`` when the source is idle (a source still
 busy with a call is closed in the background: its loop is blocked)."""
@@ -62,7 +71,7 @@ class IsolatedSource:
         self.sync_timeout_s = sync_timeout_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._busy = 0
-        """Calls started on the source's loop and not finished (counted on the caller's side)."""
+        """Calls running on the source's loop (started there and not finished)."""
         self._lock = threading.Lock()
 
     def __getattr__(self, attr: str) -> Any:
@@ -96,19 +105,27 @@ class IsolatedSource:
 
     async def _on_own_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """``make()`` run on the source's loop, awaited from the caller's; cancelling the
-        caller (a timeout) cancels it there, at its next ``await``."""
+        caller (a timeout) cancels it there, at its next ``await``. A call whose caller gave
+        up before the loop reached it (the loop was blocked by an earlier call) is not made:
+        abandoned calls queued behind a blocked one ran one after another, each blocking the
+        source again (a trial: four timed-out questions kept it blocked for 40 s)."""
         loop = self._own_loop()
-        with self._lock:
-            self._busy += 1
+        handed: list[concurrent.futures.Future[T]] = []
 
         async def tracked() -> T:
+            if handed and handed[0].cancelled():
+                raise asyncio.CancelledError
+            with self._lock:
+                self._busy += 1
             try:
                 return await make()
             finally:  # on the source's loop: a call blocked there is still busy
                 with self._lock:
                     self._busy -= 1
 
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(tracked(), loop))
+        future = asyncio.run_coroutine_threadsafe(tracked(), loop)
+        handed.append(future)
+        return await asyncio.wrap_future(future)
 
     async def retrieve(self, query: SourceQuery, options: RetrieveOptions) -> list[SourceHit]:
         return await self._on_own_loop(lambda: self.inner.retrieve(query, options))
@@ -121,17 +138,7 @@ class IsolatedSource:
         waited for (up to :data:`PLUGIN_DISPOSE_WAIT_S`); a busy one (a call still running,
         its loop blocked) is closed in the background, so a hung plug-in never holds the
         answer back."""
-        with self._lock:
-            loop, self._loop = self._loop, None
-            busy = self._busy > 0
-        if loop is None:  # never called: nothing runs for it
-            await self.inner.dispose()
-            return
-
-        future = asyncio.run_coroutine_threadsafe(self.inner.dispose(), loop)
-        # stopped once the result is handed over (stopping from inside the coroutine ended
-        # the loop before it passed the result on)
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(loop.stop))
+        future, busy = self._dispose_on_own_loop()
         if busy:
             return
         try:
@@ -139,24 +146,47 @@ class IsolatedSource:
         except TimeoutError:
             log.warning("source %s did not dispose in %.0f s", self.name, PLUGIN_DISPOSE_WAIT_S)
 
+    def dispose_later(self) -> None:
+        """The source's ``dispose`` started on its loop, not waited for (a server closing the
+        sources of one answer: a slow ``dispose`` added its time to every answer)."""
+        self._dispose_on_own_loop()
+
+    def _dispose_on_own_loop(self) -> tuple[concurrent.futures.Future[None], bool]:
+        loop = self._own_loop()  # a source never asked has one now: its dispose is bounded
+        with self._lock:
+            self._loop = None
+            busy = self._busy > 0
+        future = asyncio.run_coroutine_threadsafe(self.inner.dispose(), loop)
+        # stopped once the result is handed over (stopping from inside the coroutine ended
+        # the loop before it passed the result on)
+        future.add_done_callback(lambda _: loop.call_soon_threadsafe(loop.stop))
+        return future, busy
+
     # -- indexing ------------------------------------------------------------------------
     def sync(self) -> SyncReport:
         """The source's ``sync`` in a daemon thread, given :attr:`sync_timeout_s`."""
-        outcome: list[SyncReport | BaseException] = []
+        return self._in_thread("sync", self.inner.sync, self.sync_timeout_s, SourceSyncError)
+
+    def _in_thread(
+        self, what: str, call: Callable[[], T], timeout_s: float, error: type[RagError]
+    ) -> T:
+        """``call()`` in a daemon thread; ``error`` when it gives no answer in ``timeout_s``
+        (it is left running). What it raises is raised here, as it is."""
+        outcome: list[T | BaseException] = []
         done = threading.Event()
 
         def run() -> None:
             try:
-                outcome.append(self.inner.sync())
+                outcome.append(call())
             except BaseException as exc:  # handed to the caller's thread as it is
                 outcome.append(exc)
             finally:
                 done.set()
 
-        threading.Thread(target=run, name=f"ragloom-sync-{self.name}", daemon=True).start()
-        if not done.wait(self.sync_timeout_s):
-            raise SourceSyncError(
-                f"{self.name}: the sync gave no answer in {self.sync_timeout_s:.0f} s "
+        threading.Thread(target=run, name=f"ragloom-{what}-{self.name}", daemon=True).start()
+        if not done.wait(timeout_s):
+            raise error(
+                f"{self.name}: the {what} gave no answer in {timeout_s:g} s "
                 "(a plug-in source; it was left running and what it holds is kept)"
             )
         result = outcome[0]
@@ -165,4 +195,9 @@ class IsolatedSource:
         return result
 
     def freshness(self) -> dict[str, object]:
-        return self.inner.freshness()
+        """The source's ``freshness`` in a daemon thread, given
+        :data:`PLUGIN_FRESHNESS_TIMEOUT_S` (``status`` of a server called every synced
+        source's: one that never returned hung the route, and the server's stop)."""
+        return self._in_thread(
+            "freshness", self.inner.freshness, PLUGIN_FRESHNESS_TIMEOUT_S, DbError
+        )

@@ -296,10 +296,17 @@ class SourceSet:
         out.extend({"source": name, "error": why} for name, why in self.broken.items())
         return out
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
+        """Dispose of every source. ``wait`` false (a server closing the sources of one
+        answer): a plug-in's ``dispose`` is started and not waited for."""
+        from ragloom.sources.isolate import IsolatedSource
+
         async def _all() -> None:
             for src in [*self.sources.values(), *([self._history] if self._history else [])]:
-                await src.dispose()
+                if not wait and isinstance(src, IsolatedSource):
+                    src.dispose_later()
+                else:
+                    await src.dispose()
 
         run_sync(_all)
 
@@ -315,4 +322,4 @@ def configured_freshness(index: Index) -> list[dict[str, object]] | None:
     try:
         return list(ss.freshness())
     finally:
-        ss.close()
+        ss.close(wait=False)  # a plug-in's slow dispose does not delay the status

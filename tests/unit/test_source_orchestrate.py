@@ -26,6 +26,9 @@ from ragloom.sources.base import (
 )
 from ragloom.sources.orchestrate import cut_fused, fuse_sources, retrieve_all, run_sync
 
+DISPOSED: list[str] = []
+"""Names of the ``short-dispose`` sources whose dispose ran to its end."""
+
 
 class Scripted:
     """A source whose ``retrieve`` does what the test says (answer, hang, raise, block)."""
@@ -79,6 +82,9 @@ class Scripted:
     async def dispose(self) -> None:
         if self.behaviour == "slow-dispose":
             await asyncio.sleep(8.0)
+        if self.behaviour == "short-dispose":
+            await asyncio.sleep(0.3)
+            DISPOSED.append(self.name)
 
     def sync(self) -> SyncReport:
         if self.behaviour == "sync-hang":
@@ -342,9 +348,11 @@ def test_a_hung_plug_in_sync_is_a_failed_sync_not_a_hang(
     with pytest.raises(SourceSyncError, match=r"no answer in 0\.3 s"):
         hung.sync()
     assert time.perf_counter() - t0 < 2.0
+    with pytest.raises(SourceSyncError, match="last sync has given no answer yet"):
+        _plug_in("notes", "ok", monkeypatch, tmp_path).sync()  # the hung one still runs
     with pytest.raises(RuntimeError, match="sync exploded"):  # its own error, as it raised it
-        _plug_in("notes", "sync-raise", monkeypatch, tmp_path).sync()
-    assert _plug_in("notes", "ok", monkeypatch, tmp_path).sync().source == "notes"
+        _plug_in("notes2", "sync-raise", monkeypatch, tmp_path).sync()
+    assert _plug_in("notes3", "ok", monkeypatch, tmp_path).sync().source == "notes3"
 
 
 def test_calls_given_up_behind_a_blocked_one_are_not_made(
@@ -386,3 +394,29 @@ def test_a_plug_in_freshness_and_dispose_are_bounded(
     slow_later = _plug_in("notes", "slow-dispose", monkeypatch, tmp_path)
     slow_later.dispose_later()  # a server's: not waited for at all
     assert time.perf_counter() - t0 < 0.2 + isolate.PLUGIN_DISPOSE_WAIT_S + 1.5
+    # asked again while the last freshness still runs: no second thread (a server's status,
+    # polled, started one every time, for ever)
+    threads = sum(t.name == "ragloom-freshness-notes" for t in threading.enumerate())
+    again = _plug_in("notes", "freshness-hang", monkeypatch, tmp_path)
+    t1 = time.perf_counter()
+    with pytest.raises(DbError, match="last freshness has given no answer yet"):
+        again.freshness()
+    assert time.perf_counter() - t1 < 0.1
+    assert sum(t.name == "ragloom-freshness-notes" for t in threading.enumerate()) == threads
+
+
+def test_closing_waits_for_a_plug_in_dispose_unless_told_not_to(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``ragloom status`` closed its sources without waiting (a server's way): the process
+    ended before a plug-in's dispose did, so its clients and stores were never closed."""
+    from ragloom.sources.multi import SourceSet
+
+    _plug_in("notes", "short-dispose", monkeypatch, tmp_path)  # installs the entry point
+    DISPOSED.clear()
+    SourceSet(tmp_path, tmp_path / ".ragloom", ["notes"]).close()
+    assert DISPOSED == ["notes"]
+    SourceSet(tmp_path, tmp_path / ".ragloom", ["notes"]).close(wait=False)
+    assert DISPOSED == ["notes"]  # started, not waited for
+    time.sleep(1.0)
+    assert DISPOSED == ["notes", "notes"]

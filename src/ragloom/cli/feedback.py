@@ -18,7 +18,7 @@ from ragloom.cli.app import echo_json, handle_errors
 from ragloom.cli.backend import backend_options, open_read
 from ragloom.errors import IndexNotFoundError
 from ragloom.retrieve.reader import DB_NAME
-from ragloom.server.feedback import FEEDBACK_DB_NAME, RATINGS, FeedbackBase, FeedbackStore
+from ragloom.server.feedback import RATINGS, FeedbackBase, FeedbackStore
 
 __all__ = ["feedback_group"]
 
@@ -41,12 +41,7 @@ def feedback_store(idx: Any, *, reading: bool = False) -> FeedbackBase:
         raise IndexNotFoundError(
             f"no index at {idx.index_dir}; create one with `ragloom index {idx.root}`"
         )
-    readonly = (
-        reading
-        and not os.access(idx.index_dir, os.W_OK)
-        and (idx.index_dir / FEEDBACK_DB_NAME).is_file()
-    )
-    return FeedbackStore(idx.index_dir, readonly=readonly)
+    return FeedbackStore(idx.index_dir, readonly=reading and not os.access(idx.index_dir, os.W_OK))
 
 
 def _store(

@@ -466,11 +466,15 @@ class FeedbackStore(FeedbackBase):
 
     def __init__(self, index_dir: Path, *, readonly: bool = False) -> None:
         """``readonly``: for reading only (``status``, the adaptation): no schema or journal
-        set-up, so it takes no write lock beside the servers and CLI runs writing to it (the
-        file must exist)."""
+        set-up, so it takes no write lock beside the servers and CLI runs writing to it (a
+        folder without the file reads as holding nothing)."""
         self.path = Path(index_dir) / FEEDBACK_DB_NAME
         super().__init__()
         try:
+            if readonly and not self.path.exists():  # nothing logged there: read as empty
+                self._db = sqlite3.connect(":memory:", check_same_thread=False)
+                self._db.executescript(_SCHEMA)
+                return
             if readonly:  # on a read-only folder too (read as immutable there)
                 from ragloom.index.store import open_readonly
 

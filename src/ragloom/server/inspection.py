@@ -108,7 +108,7 @@ class _InspectionMixin(_JobsMixin, _AnswersMixin):
             st = r.index.status(freshness=False).to_dict()
             gen = r.retriever.store.generation()
             epoch = r.epoch
-            fresh = configured_freshness(r.index)
+            fresh = configured_freshness(r.index, wait=False)  # a slow dispose: not waited
         if fresh is not None:  # as `ragloom status --json`: only when `index --sources` ran
             st["sources"] = fresh
         with self._lock:

@@ -62,12 +62,23 @@ PLUGIN_DISPOSE_WAIT_S: Final = 2.0
 busy with a call is closed in the background: its loop is blocked)."""
 
 
+_RUNNING: dict[tuple[str, str], threading.Event] = {}
+"""(call, source key) -> set when the plug-in's last such call ended (:meth:`_in_thread`)."""
+_RUNNING_LOCK = threading.Lock()
+
+
 class IsolatedSource:
     """A plug-in :class:`~ragloom.sources.base.Source` on its own event loop and thread."""
 
-    def __init__(self, inner: Source, *, sync_timeout_s: float = PLUGIN_SYNC_TIMEOUT_S) -> None:
+    def __init__(
+        self, inner: Source, *, key: str = "", sync_timeout_s: float = PLUGIN_SYNC_TIMEOUT_S
+    ) -> None:
+        """``key`` names the source across instances (its name and index folder): a
+        ``sync`` or ``freshness`` still running from an earlier instance is not started
+        again."""
         self.inner = inner
         self.name = inner.name
+        self.key = key or inner.name
         self.sync_timeout_s = sync_timeout_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._busy = 0
@@ -173,7 +184,14 @@ class IsolatedSource:
         """``call()`` in a daemon thread; ``error`` when it gives no answer in ``timeout_s``
         (it is left running). What it raises is raised here, as it is."""
         outcome: list[T | BaseException] = []
-        done = threading.Event()
+        with _RUNNING_LOCK:
+            last = _RUNNING.get((what, self.key))
+            if last is not None and not last.is_set():
+                # a server's `status` asked every few seconds: a thread each time, for ever
+                raise error(
+                    f"{self.name}: its last {what} has given no answer yet (a plug-in source)"
+                )
+            done = _RUNNING[(what, self.key)] = threading.Event()
 
         def run() -> None:
             try:

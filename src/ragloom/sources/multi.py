@@ -311,10 +311,11 @@ class SourceSet:
         run_sync(_all)
 
 
-def configured_freshness(index: Index) -> list[dict[str, object]] | None:
+def configured_freshness(index: Index, *, wait: bool = True) -> list[dict[str, object]] | None:
     """Freshness of the sources the last ``index --sources`` synced into ``index`` (each
     source's items, last synced commit or update, ...; a source that cannot be created or read
-    reports its error), or None when none were: ``status`` of the CLI and of a server."""
+    reports its error), or None when none were: ``status`` of the CLI and of a server.
+    ``wait`` false (a server): a plug-in's ``dispose`` is not waited for."""
     context = SourceContext(index.root.resolve(), index.index_dir.resolve(), index.source_storage())
     if not load_source_config(context):  # none: the plug-ins are not even looked for
         return None
@@ -322,4 +323,4 @@ def configured_freshness(index: Index) -> list[dict[str, object]] | None:
     try:
         return list(ss.freshness())
     finally:
-        ss.close(wait=False)  # a plug-in's slow dispose does not delay the status
+        ss.close(wait=wait)

@@ -119,7 +119,8 @@ def create_source(
         ) from exc
     builtin = BUILTIN_SOURCES.get(name)
     if builtin is None or known[name] is not _load_target(builtin):
-        return IsolatedSource(src)  # a plug-in: its blocking calls cannot stall the others
+        # a plug-in: its blocking calls cannot stall the others
+        return IsolatedSource(src, key=f"{name}@{context.index_dir}")
     return src
 
 

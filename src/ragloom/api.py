@@ -130,6 +130,10 @@ class IndexStatus:
     ``head`` of the work tree now, ``indexed_branch`` and ``indexed_head`` (what the last
     ``index`` saw; null when it recorded none), ``head_moved`` and ``dirty_paths`` (files that
     differ from HEAD, untracked ones included; null without freshness)."""
+    vectors_current: bool = True
+    """False when the folder's vectors were saved under another model (or embedding-text
+    format) than the manifest names (a model switch stopped between the two): they are not
+    searched, and the next ``ragloom index`` rebuilds them from the stored embeddings."""
     bm25_unpublished: int = 0
     """Of ``bm25_docs``, those of no published chunk: an update stopped (killed, or a crash)
     after its BM25 commit and before it published. Searches never see them; the next
@@ -889,6 +893,7 @@ class Index:
             bm25_unpublished=unpublished if isinstance(unpublished, int) else 0,
             vectors=vectors,
             vectors_ready=vectors >= chunks and vectors_current,
+            vectors_current=vectors_current,
             stale_files=stale_count,
             stale=stale,
             disk_bytes=_dir_size(self.index_dir),

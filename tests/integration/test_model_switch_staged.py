@@ -184,6 +184,8 @@ def test_vectors_of_another_model_of_the_same_dimension_are_not_searched(
         assert not res.hits
         assert any("made with another model" in n for n in res.notes), res.notes
         assert idx.search(QUESTION, top_k=5, strategy="hybrid").hits  # BM25 still answers
+        st = idx.status(freshness=False)
+        assert not st.vectors_current and not st.vectors_ready
         stats = idx.index(history=False)
         assert stats.embeddings_computed == 0  # rebuilt from the store, nothing re-embedded
         res = idx.search(QUESTION, top_k=5, strategy="dense")

@@ -211,8 +211,14 @@ def status_cmd(
         )
     elif st.bm25.get("snapshot_error"):
         click.echo(f"snapshot  unusable: {st.bm25['snapshot_error']}")
+    why = (
+        ""
+        if st.vectors_current
+        else ": made with another model, not searched "
+        "(`ragloom index` rebuilds them from the stored embeddings)"
+    )
     click.echo(
-        f"vectors   {st.vectors}/{st.chunks} {'ready' if st.vectors_ready else 'incomplete'}"
+        f"vectors   {st.vectors}/{st.chunks} {'ready' if st.vectors_ready else 'incomplete'}{why}"
     )
     if not st.checkout:
         click.echo("stale     not checked: no checkout of the repository here (contexts come "

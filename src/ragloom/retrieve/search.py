@@ -564,7 +564,8 @@ class Retriever:
             n = self.vectors.count() if self.vectors is not None else 0
             result.notes.append(
                 f"embeddings incomplete: {n} of {self.chunk_count()} chunks have vectors; "
-                "dense results cover only those (run `ragloom index` to finish)"
+                "dense results cover only those (`ragloom index`, or a watching server's next "
+                "batch, adds the rest)"
             )
         use_sparse = not isinstance(strat, Dense)
         use_dense = not isinstance(strat, Sparse)

@@ -4,7 +4,8 @@ A strategy name is a base (``hybrid``, ``hybrid-mmr``, ``dense``, ``sparse``) an
 ``+raw`` (every query step off), ``+seed`` (the seed's RRF and none of the tuned ranking steps),
 ``+changes`` / ``+lookup`` (history weights), ``+learned`` / ``+handset`` (the learned
 ranking stage on or off, issue 22), ``+graph`` / ``+no-graph`` (graph evidence on or off,
-issue 24), and ``+no-NAME`` for one query step
+issue 24), ``+agree`` / ``+agree=C`` (the chunk both modalities rank first stays first), and
+``+no-NAME`` for one query step
 (:data:`QUERY_STEP_FLAGS`), one tuned ranking step (:data:`RANKING_STEPS`) or one other stage
 (:data:`STAGE_STEPS`). :func:`build_stages` turns the parsed name into the stage list, in this
 order:
@@ -21,6 +22,7 @@ graph       hybrid, with ``+graph`` (GRAPH_DEFAULT)      ``+no-graph``
 language    hybrid, when the question names a language  ``+no-language`` (the query step)
 exact       every strategy, when an entity is sure      ``+no-exact`` (the query step)
 learned     hybrid, every question (LEARNED_DEFAULT)    ``+handset``
+agree       hybrid, with ``+agree`` (AGREE_DEFAULT)     ``+no-agree``
 recency     a retriever given a RecencyConfig           ``+no-recency``
 rerank      a retriever given a Reranker                ``+no-rerank``
 heads       every strategy, when a split symbol shows   ``+no-heads``
@@ -48,6 +50,7 @@ from ragloom.retrieve.config import (
 from ragloom.retrieve.history import HISTORY_PROFILES, HistoryWeights
 from ragloom.retrieve.query import QueryConfig
 from ragloom.retrieve.ranker import Scorer
+from ragloom.retrieve.stages.agree import AgreeStage
 from ragloom.retrieve.stages.base import ISSUE_WEIGHTS, IssueWeights, Stage
 from ragloom.retrieve.stages.exact import ExactStage
 from ragloom.retrieve.stages.features import TapStage, tap_features
@@ -81,6 +84,9 @@ __all__ = [
 
 STRATEGIES = ("hybrid", "hybrid-mmr", "dense", "sparse")
 """Base strategy names accepted by :meth:`Retriever.search` (see the module docstring)."""
+AGREE_DEFAULT = False
+"""Whether hybrid strategies run the agreement stage without ``+agree`` (docs/ranking.md,
+"Documentation questions")."""
 DEFAULT_STRATEGY = "hybrid"
 """What ``ragloom search`` uses when the user says nothing (docs/ranking.md: evaluation)."""
 
@@ -136,6 +142,16 @@ class SearchSpec:
     """``+graph`` (True) or ``+no-graph`` (False); None: :data:`GRAPH_DEFAULT`."""
     graph_weight: float | None = None
     """``+graph=W``: the stage's weight (None: :data:`ragloom.retrieve.stages.graph.GRAPH_WEIGHT`)."""
+    agree: bool | None = None
+    """``+agree`` (True) or ``+no-agree`` (False); None: :data:`AGREE_DEFAULT`."""
+    agree_cosine: float | None = None
+    """``+agree=C``: the least dense score of the agreed chunk (None:
+    :data:`ragloom.retrieve.stages.agree.AGREE_MIN_DENSE`)."""
+
+    def runs_agree(self) -> bool:
+        """True when the agreement stage runs (hybrid strategies, tuned)."""
+        on = AGREE_DEFAULT if self.agree is None else self.agree
+        return on and self.tuned and isinstance(self.strategy, Hybrid)
 
     def runs_graph(self) -> bool:
         """True when the graph-evidence stage runs (hybrid strategies, tuned)."""
@@ -175,7 +191,8 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
     if base not in STRATEGIES:
         raise ConfigError(
             f"unknown strategy {spec!r}; choose from {', '.join(STRATEGIES)} "
-            f"(optionally +raw, +seed, +changes, +lookup, +learned, +handset, +graph or +no-STEP, "
+            f"(optionally +raw, +seed, +changes, +lookup, +learned, +handset, +graph, +agree or "
+            f"+no-STEP, "
             f"STEP in {_steps_hint()})"
         )
     strategy = parse_strategy(base)
@@ -186,8 +203,20 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
     learned: bool | None = None
     graph: bool | None = None
     graph_weight: float | None = None
+    agree: bool | None = None
+    agree_cosine: float | None = None
     for mod in parts[1:]:
-        if mod in ("graph", "no-graph"):
+        if mod in ("agree", "no-agree"):
+            agree = mod == "agree"
+        elif mod.startswith("agree="):
+            try:
+                agree_cosine = float(mod[len("agree=") :])
+            except ValueError:
+                agree_cosine = -2.0
+            if not -1.0 <= agree_cosine <= 1.0:
+                raise ConfigError(f"+agree=C takes a score from -1 to 1, got {mod!r} in {spec!r}")
+            agree = True
+        elif mod in ("graph", "no-graph"):
             graph = mod == "graph"
         elif mod.startswith("graph="):
             try:
@@ -217,10 +246,21 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
         else:
             raise ConfigError(
                 f"unknown strategy modifier {mod!r} in {spec!r}; use +raw, +seed, +changes, "
-                f"+lookup, +learned, +handset, +graph or +no-STEP with STEP in {_steps_hint()}"
+                f"+lookup, +learned, +handset, +graph, +agree or +no-STEP with STEP in "
+                f"{_steps_hint()}"
             )
     return SearchSpec(
-        strategy, qc, "+".join(parts), tuned, frozenset(off), history, learned, graph, graph_weight
+        strategy,
+        qc,
+        "+".join(parts),
+        tuned,
+        frozenset(off),
+        history,
+        learned,
+        graph,
+        graph_weight,
+        agree,
+        agree_cosine,
     )
 
 
@@ -264,6 +304,8 @@ def build_stages(
         stages.append(TapStage(tap))
     if spec.runs_learned():
         stages.append(LearnedStage(ranker, spec.learned_questions()))
+    if spec.runs_agree():
+        stages.append(AgreeStage() if spec.agree_cosine is None else AgreeStage(spec.agree_cosine))
     if recency is not None and spec.runs("recency"):
         stages.append(RecencyStage(recency))
     if reranker is not None and spec.runs("rerank"):

@@ -209,22 +209,12 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
         if mod in ("agree", "no-agree"):
             agree = mod == "agree"
         elif mod.startswith("agree="):
-            try:
-                agree_cosine = float(mod[len("agree=") :])
-            except ValueError:
-                agree_cosine = -2.0
-            if not -1.0 <= agree_cosine <= 1.0:
-                raise ConfigError(f"+agree=C takes a score from -1 to 1, got {mod!r} in {spec!r}")
+            agree_cosine = _number(mod, spec, "+agree=C takes a score", -1.0, 1.0)
             agree = True
         elif mod in ("graph", "no-graph"):
             graph = mod == "graph"
         elif mod.startswith("graph="):
-            try:
-                graph_weight = float(mod[len("graph=") :])
-            except ValueError:
-                graph_weight = -1.0
-            if not 0.0 <= graph_weight <= 10.0:
-                raise ConfigError(f"+graph=W takes a weight from 0 to 10, got {mod!r} in {spec!r}")
+            graph_weight = _number(mod, spec, "+graph=W takes a weight", 0.0, 10.0)
             graph = True
         elif mod in HISTORY_PROFILES:
             history = HISTORY_PROFILES[mod]
@@ -262,6 +252,17 @@ def parse_search_spec(spec: str | RetrievalStrategy) -> SearchSpec:
         agree,
         agree_cosine,
     )
+
+
+def _number(mod: str, spec: str, what: str, lo: float, hi: float) -> float:
+    """The number of a ``NAME=X`` modifier, within ``[lo, hi]`` (else a ConfigError)."""
+    try:
+        value = float(mod.partition("=")[2])
+    except ValueError:
+        value = float("nan")
+    if not lo <= value <= hi:
+        raise ConfigError(f"{what} from {lo:g} to {hi:g}, got {mod!r} in {spec!r}")
+    return value
 
 
 def tuned_steps(spec: SearchSpec, strategy: RetrievalStrategy) -> frozenset[str]:

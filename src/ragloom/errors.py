@@ -29,6 +29,7 @@ __all__ = [
     "ContextError",
     "DbError",
     "EmbeddingError",
+    "FeedbackUnavailableError",
     "IncompatibleIndexError",
     "IndexError_",
     "IndexLockedError",
@@ -85,6 +86,14 @@ class DbError(RagError):
     """The store or a persisted index failed; the inner message is kept."""
 
     exit_code = 12
+
+
+class FeedbackUnavailableError(DbError):
+    """This server or index keeps no ratings (its feedback database cannot be opened for
+    writing, e.g. a read-only index folder): questions are answered, ratings refused (HTTP 503
+    ``feedback_unavailable``)."""
+
+    exit_code = 25
 
 
 class SearchError(RagError):

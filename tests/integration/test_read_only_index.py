@@ -119,3 +119,68 @@ def test_a_read_only_mount_answers_as_the_writable_folder(repo: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == want_stats and '"helpful_count": 1' in want_stats
+    # a rating there says why it cannot be kept (it was "cannot open the feedback database")
+    add = ["feedback", "add", answer["query_id"], answer["id"], "--rating", "helpful",
+           "--index-dir", str(folder)]  # fmt: skip
+    proc = subprocess.run(
+        [
+            *("unshare", "-m", "sh", "-c", script, str(folder), str(folder)),
+            *(sys.executable, "-m", "ragloom.cli", *add),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 25 and "is read-only" in proc.stderr, proc.stderr
+
+
+SERVE_READ_ONLY = """
+import json, sys
+from fastapi.testclient import TestClient
+from ragloom.server.engine import ServingEngine
+from ragloom.server.http import create_app
+
+engine = ServingEngine.open(sys.argv[1], warm=False)
+try:
+    with TestClient(create_app(engine)) as client:
+        answer = client.post("/search", json={"query": sys.argv[2], "top_k": 3}).json()
+        rate = client.post("/feedback", json={
+            "query_id": answer["query_id"], "chunk_id": answer["hits"][0]["id"],
+            "rating": "helpful"})
+        print(json.dumps({
+            "hits": len(answer["hits"]),
+            "rate": [rate.status_code, rate.json()],
+            "summary": [(r := client.get("/feedback")).status_code, r.json()],
+            "old": [(r := client.get("/feedback/" + sys.argv[3])).status_code, r.json()],
+        }))
+finally:
+    engine.close()
+"""
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="needs root and mount namespaces (unshare -m)")
+def test_a_server_on_a_read_only_mount_refuses_ratings_clearly_and_reads_them(
+    repo: Path,
+) -> None:
+    """A server of a read-only folder answers; a rating is a 503 ``feedback_unavailable`` that
+    says why (it was a 500 ``db_error``), and the figures are read from the folder's database
+    (they were a 500 too)."""
+    folder = repo / ".ragloom"
+    args = ["search", QUESTION, "--index-dir", str(folder), "--json", "-k", "3"]
+    answer = json.loads(run_cli(*args, "--strategy", "sparse").stdout)[0]
+    run_cli("feedback", "add", answer["query_id"], answer["id"], "--rating", "helpful",
+            "--index-dir", str(folder), check=True)  # fmt: skip
+    script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 98; exec "$2" -c "$3" "$4" "$5" "$6"'
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", str(folder), sys.executable,
+         SERVE_READ_ONLY, str(folder), QUESTION, answer["query_id"]],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["hits"] == 3
+    status, body = got["rate"]
+    assert status == 503 and body["error"]["type"] == "feedback_unavailable"
+    assert "keeps no ratings" in body["error"]["message"]
+    assert got["summary"][0] == 200 and got["summary"][1]["helpful_count"] >= 1
+    assert got["old"][0] == 200 and got["old"][1]["helpful_count"] == 1

@@ -189,6 +189,9 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
         self._job_thread: threading.Thread | None = None
         self._bm25_state: tuple[float, str] = (0.0, "uninitialized")
         self._feedback_store: FeedbackBase | None = None
+        self._feedback_readonly: FeedbackBase | None = None
+        """The folder's feedback database opened read-only, for the figures, where it could not
+        be opened to write (a read-only index folder); opened at the first read."""
         self._query_log: QueryLogger | None = None
         self._feedback_error = ""
         try:
@@ -462,8 +465,9 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
         self._compute.shutdown(wait=True)  # queries in flight finish before the reader closes
         if self._query_log is not None:
             self._query_log.close()
-        if self._feedback_store is not None:
-            self._feedback_store.close()
+        for store in (self._feedback_store, self._feedback_readonly):
+            if store is not None:
+                store.close()
         with self._lock:
             self._reader.retired = True
             if self._reader.refs == 0:

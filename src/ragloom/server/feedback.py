@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -49,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ragloom.errors import DbError, InputError, UnknownIdError
+from ragloom.errors import DbError, FeedbackUnavailableError, InputError, UnknownIdError
 
 if TYPE_CHECKING:
     from ragloom.settings import Settings
@@ -484,6 +485,11 @@ class FeedbackStore(FeedbackBase):
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
             self._set_up()
         except sqlite3.Error as exc:
+            if not readonly and not os.access(self.path.parent, os.W_OK):
+                raise FeedbackUnavailableError(
+                    f"cannot record feedback: the index folder {self.path.parent} is read-only "
+                    f"({exc}); its ratings can be read, not added"
+                ) from exc
             raise DbError(f"cannot open the feedback database {self.path}: {exc}") from exc
 
     def _set_up(self) -> None:

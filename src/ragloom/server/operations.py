@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ragloom.errors import DbError
+from ragloom.errors import FeedbackUnavailableError
 from ragloom.server.answers import _AnswersMixin
 from ragloom.server.cache import EmbeddingCache, ResultCache
 from ragloom.server.embedding import BatchingEmbedder
@@ -25,6 +25,7 @@ class _OperationsMixin(_JobsMixin, _AnswersMixin):
     """Feedback, metrics and settings (part of ``ServingEngine``)."""
 
     _feedback_store: FeedbackBase | None
+    _feedback_readonly: FeedbackBase | None
     _feedback_error: str
     _embedding_cache: EmbeddingCache
     _batcher: BatchingEmbedder | None
@@ -35,11 +36,24 @@ class _OperationsMixin(_JobsMixin, _AnswersMixin):
 
     # -- feedback -----------------------------------------------------------------------
     def _feedback(self) -> FeedbackBase:
-        """The feedback store, with every answer given so far in its query log."""
+        """The feedback store, with every answer given so far in its query log;
+        :class:`FeedbackUnavailableError` where this server keeps no ratings."""
         if self._feedback_store is None or self._query_log is None:
-            raise DbError(f"feedback is unavailable: {self._feedback_error}")
+            raise FeedbackUnavailableError(
+                f"this server keeps no ratings ({self._feedback_error}); it answers questions, "
+                "but its answers cannot be rated: serve a writable index folder to record feedback"
+            )
         self._query_log.flush()
         return self._feedback_store
+
+    def _feedback_reader(self) -> FeedbackBase:
+        """The store the feedback figures are read from: the writable one, or else the
+        folder's database opened read-only (what `ragloom feedback stats` reads there)."""
+        if self._feedback_store is not None and self._query_log is not None:
+            return self._feedback()
+        if self._feedback_readonly is None:
+            self._feedback_readonly = self.target.open_feedback(readonly=True)
+        return self._feedback_readonly
 
     def record_feedback(
         self, query_id: str, chunk_id: str, rating: str, comment: str | None = None
@@ -54,16 +68,16 @@ class _OperationsMixin(_JobsMixin, _AnswersMixin):
 
     def feedback_stats(self, query_id: str) -> dict[str, Any]:
         """total, helpful/not_helpful/partially_helpful counts, avg_rating, used_chunk_ids."""
-        return self._feedback().stats(query_id)
+        return self._feedback_reader().stats(query_id)
 
     def feedback_summary(self) -> dict[str, Any]:
         """The whole index's figures: answers, rated_answers, the rating counts, avg_rating,
         used_chunks."""
-        return self._feedback().summary()
+        return self._feedback_reader().summary()
 
     def query_feedback(self, query_id: str) -> list[dict[str, Any]]:
         """Every rating of ``query_id`` (tamma ``getQueryFeedback``)."""
-        store = self._feedback()
+        store = self._feedback_reader()
         store.stats(query_id)  # InputError for an unknown id
         return store.query_feedback(query_id)
 

@@ -71,8 +71,9 @@ class ServingTarget(Protocol):
         then says which); cheap enough to ask before every query. None when unreadable."""
         ...
 
-    def open_feedback(self) -> FeedbackBase:
-        """The feedback store (DbError when it cannot be opened)."""
+    def open_feedback(self, *, readonly: bool = False) -> FeedbackBase:
+        """The feedback store (DbError when it cannot be opened); ``readonly``: for reading
+        the figures only, where it cannot be opened to write."""
         ...
 
     def bm25_status(self) -> str:
@@ -136,10 +137,10 @@ class FolderTarget:
         except (TypeError, ValueError):
             return 0
 
-    def open_feedback(self) -> FeedbackBase:
+    def open_feedback(self, *, readonly: bool = False) -> FeedbackBase:
         from ragloom.server.feedback import FeedbackStore
 
-        return FeedbackStore(self.index_dir)
+        return FeedbackStore(self.index_dir, readonly=readonly)
 
     def bm25_status(self) -> str:
         from ragloom.service.index_state import bm25_state_for_index
@@ -250,7 +251,7 @@ class PostgresTarget:
         read = self._read()
         return read[1] if read is not None else 0
 
-    def open_feedback(self) -> FeedbackBase:
+    def open_feedback(self, *, readonly: bool = False) -> FeedbackBase:
         from ragloom.server.feedback_pg import PgFeedbackStore
 
         return PgFeedbackStore(self.dsn, self.repository)

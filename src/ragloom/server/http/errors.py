@@ -19,6 +19,7 @@ from starlette.types import Send
 from ragloom.errors import (
     ChannelError,
     ConfigError,
+    FeedbackUnavailableError,
     IncompatibleIndexError,
     IndexLockedError,
     IndexNotFoundError,
@@ -36,6 +37,7 @@ log = logging.getLogger("ragloom.server.http")
 
 ERROR_STATUS: tuple[tuple[type[RagError], int, str], ...] = (
     (UnknownIdError, 404, "not_found"),
+    (FeedbackUnavailableError, 503, "feedback_unavailable"),
     (InputError, 400, "input_error"),
     (ConfigError, 400, "config_error"),
     (IndexNotFoundError, 404, "index_not_found"),
@@ -230,7 +232,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (500, "Internal error (details in the server log)."),
         (
             503,
-            "The index cannot answer right now (BM25 not ready, service unavailable), or the server is computing as many answers as it admits (`overloaded`, with `Retry-After`: ask again then).",
+            "The index cannot answer right now (BM25 not ready, service unavailable), or the server is computing as many answers as it admits (`overloaded`, with `Retry-After`: ask again then), or it keeps no ratings (`feedback_unavailable`: a read-only index folder).",
         ),
         (504, "The query exceeded its time limit (settings.timeouts.query_ms)."),
     )

@@ -38,7 +38,7 @@ def router(
         tags=["feedback"],
         status_code=201,
         response_model=FeedbackRecord,
-        responses=documented_errors(404),
+        responses=documented_errors(404, 503),
         summary="Rate one chunk of an answer",
         operation_id="record_feedback",
     )
@@ -53,7 +53,7 @@ def router(
         tags=["feedback"],
         status_code=201,
         response_model=UsageRecord,
-        responses=documented_errors(404),
+        responses=documented_errors(404, 503),
         summary="Record which chunks of a context were used",
         operation_id="track_context_usage",
     )
@@ -67,7 +67,7 @@ def router(
         "/feedback",
         tags=["feedback"],
         response_model=FeedbackSummary,
-        responses=documented_errors(),
+        responses=documented_errors(503),
         summary="Feedback statistics of the whole index",
         operation_id="feedback_summary",
     )
@@ -81,7 +81,7 @@ def router(
         "/feedback/{query_id}",
         tags=["feedback"],
         response_model=FeedbackStats,
-        responses=documented_errors(404),
+        responses=documented_errors(404, 503),
         summary="Feedback statistics of one query",
         operation_id="feedback_stats",
     )

@@ -93,6 +93,9 @@ def test_a_postgres_repository_adapts_in_the_database(
     status = _run(*_pg(pg_dsn, "status", "--no-freshness"))["ranking_model"]
     assert status == {"model": "global", "file_bm25": True}
 
+    # the recheck interval held long until the check below (it is 2 s: a busy machine took
+    # longer than that over the folder index and adapt between the two reads)
+    monkeypatch.setattr(RowModelStore, "recheck_s", 3600.0)
     served = open_postgres(None, dsn=pg_dsn, repository="web")  # a server, open before adapt
     ranker = served.retriever.ranker
     assert isinstance(ranker, RepositoryRanker) and ranker.repository is None

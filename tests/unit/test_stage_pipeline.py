@@ -27,9 +27,9 @@ def _names(strategy: str, **kw: object) -> list[str]:
 
 def test_stage_lists_per_strategy() -> None:
     hybrid = ["fusion", "priors", "issue", "history", "filerank", "language", "exact", "learned",
-              "heads"]  # fmt: skip
+              "name", "heads"]  # fmt: skip
     assert _names("hybrid") == hybrid
-    assert _names("hybrid+handset") == [n for n in hybrid if n != "learned"]
+    assert _names("hybrid+handset") == [n for n in hybrid if n not in ("learned", "name")]
     assert _names("hybrid-mmr") == [*hybrid, "mmr"]
     assert _names("hybrid+seed") == ["fusion", "language", "exact", "heads"]
     assert _names("sparse") == _names("dense") == ["fusion", "exact", "heads"]
@@ -37,7 +37,7 @@ def test_stage_lists_per_strategy() -> None:
         *hybrid[:-1], "recency", "rerank", "heads"]  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["priors", "issue", "history", "filerank", "heads", "mmr"])
+@pytest.mark.parametrize("name", ["priors", "issue", "history", "filerank", "name", "heads", "mmr"])
 def test_every_stage_can_be_dropped(name: str) -> None:
     assert name in _names("hybrid-mmr")
     assert name not in _names(f"hybrid-mmr+no-{name}")

@@ -21,7 +21,10 @@ PATH_RE = re.compile(
     r"|(?<![\w/.])(?:[\w-]+/)+[\w-]+(?![\w.]*\()"
 )
 """A file path: ``[dir/]...name.ext`` with a known extension, or ``a/b[/c...]`` with no dot."""
-_WORD_RE = re.compile(r"`[^`\n]+`|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?")
+_IDENT = r"\$*[A-Za-z_][A-Za-z0-9_$]*"
+"""An identifier; ``$`` is a letter of JavaScript and TypeScript names (``$ZodType``, ``$ref``),
+but a word of digits after ``$`` (``$5``) is not one."""
+_WORD_RE = re.compile(r"`[^`\n]+`|" + _IDENT + r"(?:\." + _IDENT + r")*(?:\(\))?")
 """A query word: backticked text, or an identifier (dotted allowed), optionally ``name()``."""
 _CAMEL_RE = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
 
@@ -37,7 +40,7 @@ class Word:
 
 
 def _is_code_shaped(word: str) -> bool:
-    return "_" in word or "." in word or bool(_CAMEL_RE.search(word))
+    return "_" in word or "." in word or "$" in word or bool(_CAMEL_RE.search(word))
 
 
 def lex(text: str) -> list[Word]:
@@ -47,7 +50,7 @@ def lex(text: str) -> list[Word]:
         raw = m.group(0)
         if raw.startswith("`"):
             inner = raw[1:-1].strip().removesuffix("()")
-            if re.fullmatch(r"[A-Za-z_][\w.]*", inner):
+            if re.fullmatch(r"\$*[A-Za-z_][\w.$]*", inner):
                 out.append(Word(inner, m.start(), m.end(), True))
             else:  # backticked non-identifier (a path, an expression): its words, untyped
                 out.extend(

@@ -23,6 +23,7 @@ language    hybrid, when the question names a language  ``+no-language`` (the qu
 exact       every strategy, when an entity is sure      ``+no-exact`` (the query step)
 learned     hybrid, every question (LEARNED_DEFAULT)    ``+handset``
 agree       hybrid, with ``+agree`` (AGREE_DEFAULT)     ``+no-agree``
+name        after learned, a question that is one name  ``+no-name``
 recency     a retriever given a RecencyConfig           ``+no-recency``
 rerank      a retriever given a Reranker                ``+no-rerank``
 heads       every strategy, when a split symbol shows   ``+no-heads``
@@ -63,6 +64,7 @@ from ragloom.retrieve.stages.issue import IssueStage
 from ragloom.retrieve.stages.language import LanguageStage
 from ragloom.retrieve.stages.learned import LEARNED_DEFAULT, LEARNED_QUESTIONS, LearnedStage
 from ragloom.retrieve.stages.mmr import MmrStage
+from ragloom.retrieve.stages.name import NameStage
 from ragloom.retrieve.stages.priors import PriorsStage
 from ragloom.retrieve.stages.recency import RecencyStage
 from ragloom.retrieve.stages.rerank import RerankStage
@@ -112,6 +114,8 @@ all of them off, with the seed's RRF)."""
 STAGE_STEPS: dict[str, str] = {
     "priors": "the role and declaration priors together (roles and decl)",
     "heads": "a named split symbol's first part takes its parts' best place",
+    "name": "a question that is one symbol name puts its definitions (at most 3) first after "
+    "the learned stage",
     "rerank": "the retriever's reranker, if it has one",
     "recency": "the retriever's recency boost, if it has one",
     "mmr": "MMR diversity (hybrid-mmr)",
@@ -307,6 +311,8 @@ def build_stages(
         stages.append(LearnedStage(ranker, spec.learned_questions()))
     if spec.runs_agree():
         stages.append(AgreeStage() if spec.agree_cosine is None else AgreeStage(spec.agree_cosine))
+    if spec.runs_learned() and spec.runs("name"):
+        stages.append(NameStage())
     if recency is not None and spec.runs("recency"):
         stages.append(RecencyStage(recency))
     if reranker is not None and spec.runs("rerank"):

@@ -39,8 +39,21 @@ def test_query_of_only_punctuation_is_empty() -> None:
 def test_tokens_are_lowercase_and_nonempty(text: str) -> None:
     for tok in code_tokens(text):
         assert tok == tok.lower()
-        assert len(tok) >= 2
+        assert len(tok) >= 2 or tokenize._CJK.fullmatch(tok)
         assert " " not in tok
+
+
+def test_words_of_other_scripts() -> None:
+    """``code-v2``: letters of any script make words (``code-v1`` kept ASCII letters only: a
+    Cyrillic identifier gave no token, ``größe`` gave ``gr``)."""
+    assert code_tokens("def расчёт_налога(сумма): pass") == [
+        "def", "расчёт_налога", "расчёт", "налога", "сумма", "pass"]  # fmt: skip
+    assert code_tokens("größe = maxGröße") == ["größe", "maxgröße", "max", "größe"]
+    assert code_tokens("ПриветМир") == ["приветмир", "привет", "мир"]
+    assert code_tokens("café.naïve_x") == ["café.naïve_x", "café", "naïve_x", "naïve"]
+    # CJK runs: the whole word and its overlapping pairs; a lone character is a token
+    assert code_tokens("税額計算 関数 x = 税") == ["税額計算", "税額", "額計", "計算", "関数", "税"]
+    assert code_tokens("计算税额") == ["计算税额", "计算", "算税", "税额"]
 
 
 # -- the memoised tokenizer against the plain one it replaced ------------------------------
@@ -101,7 +114,11 @@ _PIECES = st.sampled_from(
 )  # fmt: skip
 _IDENTIFIERISH = st.lists(_PIECES, max_size=40).map("".join)
 _LONG = st.text(alphabet="aBz_Q.09 ", min_size=50, max_size=600)
-_TEXTS = st.one_of(st.text(max_size=300), _IDENTIFIERISH, _LONG)
+_TEXTS = st.one_of(st.text(max_size=300), _IDENTIFIERISH, _LONG).map(
+    lambda t: t.encode("ascii", "ignore").decode()
+)
+"""ASCII texts: the reference is ``code-v1``, whose tokens ``code-v2`` keeps for ASCII text (a
+letter of another script joins the word it touches since ``code-v2``)."""
 
 
 @settings(max_examples=400, deadline=None)

@@ -21,9 +21,10 @@ PATH_RE = re.compile(
     r"|(?<![\w/.])(?:[\w-]+/)+[\w-]+(?![\w.]*\()"
 )
 """A file path: ``[dir/]...name.ext`` with a known extension, or ``a/b[/c...]`` with no dot."""
-_IDENT = r"\$*[A-Za-z_][A-Za-z0-9_$]*"
-"""An identifier; ``$`` is a letter of JavaScript and TypeScript names (``$ZodType``, ``$ref``),
-but a word of digits after ``$`` (``$5``) is not one."""
+_IDENT = r"\$*[^\W\d][\w$]*"
+"""An identifier: letters of any script, digits and ``_`` (``расчёт_налога``, as the BM25
+tokenizer reads them since ``code-v2``), not starting with a digit; ``$`` is a letter of
+JavaScript and TypeScript names (``$ZodType``, ``$ref``), but ``$5`` is not a name."""
 _WORD_RE = re.compile(r"`[^`\n]+`|" + _IDENT + r"(?:\." + _IDENT + r")*(?:\(\))?")
 """A query word: backticked text, or an identifier (dotted allowed), optionally ``name()``."""
 _CAMEL_RE = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
@@ -50,12 +51,12 @@ def lex(text: str) -> list[Word]:
         raw = m.group(0)
         if raw.startswith("`"):
             inner = raw[1:-1].strip().removesuffix("()")
-            if re.fullmatch(r"\$*[A-Za-z_][\w.$]*", inner):
+            if re.fullmatch(r"\$*[^\W\d][\w.$]*", inner):
                 out.append(Word(inner, m.start(), m.end(), True))
             else:  # backticked non-identifier (a path, an expression): its words, untyped
                 out.extend(
                     Word(w.group(0), m.start() + 1 + w.start(), m.start() + 1 + w.end(), False)
-                    for w in re.finditer(r"[A-Za-z_]\w*", raw[1:-1])
+                    for w in re.finditer(r"[^\W\d]\w*", raw[1:-1])
                 )
             continue
         called = raw.endswith("()")

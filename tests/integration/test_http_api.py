@@ -191,6 +191,19 @@ def test_context_and_cache_hit(client: httpx.Client) -> None:
     assert second["context"] == a["context"]
 
 
+def test_context_counter(client: httpx.Client) -> None:
+    """The budget is counted with the counter asked for (it was the settings' one only: the CLI
+    had `--counter`, HTTP and MCP nothing)."""
+    from ragloom.assemble.tokens import get_counter
+
+    req = {"query": "wrap text into lines of a given width", "budget": 300, "format": "plain"}
+    for name in ("approx", "o200k", "cl100k"):
+        a = client.post("/context", json={**req, "counter": name}).json()
+        assert a["stats"]["tokens_total"] == get_counter(name).count(a["context"]) <= 300, name
+    bad = client.post("/context", json={**req, "counter": "gpt2"})
+    assert bad.status_code == 422 and "counter" in bad.text
+
+
 # -- limits and errors ---------------------------------------------------------------------------
 
 

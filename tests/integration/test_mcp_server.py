@@ -143,6 +143,7 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
             assert (top_k["minimum"], top_k["maximum"]) == (1, 100)
             ctx_schema = tools["get_context"].input_schema["properties"]
             assert ctx_schema["budget"]["anyOf"][0]["maximum"] == 200000
+            assert set(ctx_schema["counter"]["anyOf"][0]["enum"]) == {"cl100k", "o200k", "approx"}
             assert set(ctx_schema["format"]["anyOf"][0]["enum"]) == {
                 "xml",
                 "markdown",
@@ -251,6 +252,7 @@ def test_readme_configuration_every_tool_over_stdio(repo: Path) -> None:
                 # an argument the tool does not take (a typo) was ignored without a word
                 ("search_code", {"query": QUERY, "topk": 3}, "topk"),
                 ("get_context", {"query": QUERY, "budjet": 500}, "budjet"),
+                ("get_context", {"query": QUERY, "counter": "gpt2"}, "counter"),
             ]
             for tool, args, word in bad_calls:
                 bad = await client.call_tool(tool, args)

@@ -35,6 +35,7 @@ __all__ = [
     "ApproxCounter",
     "TiktokenCounter",
     "TokenCounter",
+    "counter_key",
     "get_counter",
     "load_encoding",
     "split_safe",
@@ -312,13 +313,24 @@ class ApproxCounter:
         return "ApproxCounter()"
 
 
+def counter_key(name: str) -> str:
+    """The counter name ``name`` stands for (``cl100k_base`` -> ``cl100k``, case and spaces
+    ignored); an unknown one is a :class:`ragloom.errors.ConfigError`."""
+    key = name.strip().lower().removesuffix("_base")
+    if key not in COUNTER_NAMES:
+        raise ConfigError(
+            f"unknown token counter {name!r}; expected one of {', '.join(COUNTER_NAMES)}"
+        )
+    return key
+
+
 def get_counter(name: str) -> TokenCounter:
     """Return the counter called ``name`` (``cl100k``, ``o200k`` or ``approx``).
 
     ``cl100k_base`` / ``o200k_base`` are accepted as aliases. Unknown names raise
     :class:`ragloom.errors.ConfigError`.
     """
-    key = name.strip().lower().removesuffix("_base")
+    key = counter_key(name)
     if key == "approx":
         return ApproxCounter()
     if key in _ENCODINGS:

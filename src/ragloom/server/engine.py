@@ -44,6 +44,7 @@ from typing import Any, Concatenate, ParamSpec, cast
 from ragloom.api import DEFAULT_INDEX_DIRNAME, Index
 from ragloom.assemble.budget import FORMATS, Format
 from ragloom.assemble.structure import STRUCTURE_MODES
+from ragloom.assemble.tokens import counter_key
 from ragloom.embed.base import Embedder
 from ragloom.errors import DbError, IncompatibleIndexError, InputError, RagError
 from ragloom.paths import existing_dir
@@ -379,10 +380,12 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
         format: str | None = None,
         sources: Sequence[str] | None = None,
         structure: str | None = None,
+        counter: str | None = None,
     ) -> dict[str, Any]:
         """A token-budgeted context for ``query`` (the dict of docs/serving.md "context");
         ``sources`` as in :meth:`search` (non-code items rendered with their attribution);
-        ``structure`` as ``assembly.structure`` (docs/graph.md). Bounded by
+        ``structure`` as ``assembly.structure`` (docs/graph.md); ``counter`` the token counter
+        the budget is counted with (``assembly.counter`` when None). Bounded by
         ``timeouts.query_ms``."""
         t0 = time.perf_counter()
         s = self._settings
@@ -400,7 +403,7 @@ class ServingEngine(_OperationsMixin, _InspectionMixin, _SourcesMixin):
             raise InputError(
                 f"format must be one of {', '.join(FORMATS)} (or text), got {fmt_in!r}"
             )
-        counter_name = s.assembly.counter
+        counter_name = s.assembly.counter if counter is None else counter_key(counter)
         mode = s.assembly.structure if structure is None else structure
         if mode not in STRUCTURE_MODES:
             raise InputError(f"structure must be one of {', '.join(STRUCTURE_MODES)}, got {mode!r}")

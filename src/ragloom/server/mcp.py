@@ -223,11 +223,12 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
         ] = None,
         top_k: Annotated[int | None, Field(ge=1, le=max_top_k, description=top_k_doc)] = None,
         format: Annotated[
-            Format | None,
+            Format | Literal["text"] | None,
             Field(
                 description=(
                     "How the context is rendered: xml (default; <chunk path=... lines=...> elements), "
-                    "markdown (fenced code), plain (==> path:lines <== headers) or json."
+                    "markdown (fenced code), plain (==> path:lines <== headers; text is the same) "
+                    "or json."
                 )
             ),
         ] = None,
@@ -249,6 +250,15 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
                 )
             ),
         ] = None,
+        counter: Annotated[
+            Literal["cl100k", "o200k", "approx"] | None,
+            Field(
+                description=(
+                    "Token counter the budget is counted with: cl100k (GPT-4), o200k (GPT-4o) "
+                    "or approx (a fast estimate); omit for the server default."
+                )
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, ContextOutput]:
         result = _context_output(
             engine.context(
@@ -259,6 +269,7 @@ def build_server(engine: ServingEngine) -> MCPServer[Any]:
                 format=format,
                 sources=sources,
                 structure=structure,
+                counter=counter,
             )
         )
         summary = (

@@ -415,6 +415,11 @@ def request_models(limits: Limits) -> dict[str, type[BaseModel]]:
             "what calls it, within the same budget, each part marked with its relation "
             "[server default: settings.assembly.structure].",
         )
+        counter: Literal["cl100k", "o200k", "approx"] | None = Field(
+            default=None,
+            description="Token counter the budget is counted with: cl100k (GPT-4), o200k "
+            "(GPT-4o) or approx (a fast estimate) [server default: settings.assembly.counter].",
+        )
 
     class FeedbackRequest(BaseModel):
         """Relevance feedback on one chunk of an answer."""

@@ -119,6 +119,7 @@ def router(
             format=b.format,
             sources=b.sources,
             structure=b.structure,
+            counter=b.counter,
         )
         return JSONResponse(answer)
 

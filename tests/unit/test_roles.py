@@ -37,6 +37,8 @@ from ragloom.retrieve.roles import (
         ("README.md", "documentation"),
         ("docs/routing.md", "documentation"),
         ("docs/conf.py", "documentation"),
+        ("doc/man_docs.go", "implementation"),  # a Go package called doc (spf13/cobra)
+        ("doc/README.md", "documentation"),
         ("examples/hello.py", "example"),
         ("_examples/rest/main.go", "example"),
         ("example_app.py", "example"),

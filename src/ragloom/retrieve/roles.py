@@ -128,7 +128,9 @@ def file_role(path: str) -> FileRole:
         ext in _PROSE_EXT or not ext
     ):
         return "changelog"
-    if any(d in _DOC_DIRS for d in dirs) or ext in _PROSE_EXT:
+    if (ext != ".go" and any(d in _DOC_DIRS for d in dirs)) or ext in _PROSE_EXT:
+        # a Go file in a folder is a package of the module (cobra's `doc` package writes man
+        # pages): code, whatever the folder is called
         return "documentation"
     if any(d in _EXAMPLE_DIRS for d in dirs) or _EXAMPLE_FILE_RE.match(low):
         return "example"

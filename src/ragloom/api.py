@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ragloom.embed.cache import VectorCache, open_default_cache
 from ragloom.embed.document import embedding_key
 from ragloom.errors import (
@@ -863,11 +865,18 @@ class Index:
         labels = HnswVectors.stored_labels(vec_dir)
         live = live_vectors(vec_dir, manifest.embedding_dim)
         if live is not None:  # a watching server's index, ahead of its file
-            vectors = live.count()
+            held = live.rowids()
         elif labels is not None:
-            vectors = len(labels)
+            held = labels
         else:
-            vectors = HnswVectors(vec_dir, manifest.embedding_dim).count()
+            held = HnswVectors(vec_dir, manifest.embedding_dim).rowids()
+        # the published chunks that have a vector: a batch publishes its new rows before it
+        # embeds them, while the label list still holds the rows they replace (as many)
+        vectors = (
+            int(np.isin(store.published_rowids(), held, assume_unique=True).sum())
+            if len(held)
+            else 0
+        )
         # vectors made under another embedding key (model or text format) are not ready
         vectors_current = vectors == 0 or HnswVectors.stored_key(vec_dir) == embedding_key(
             manifest.embedding_model

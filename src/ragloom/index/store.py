@@ -314,6 +314,14 @@ class Store(
         ).fetchone()
         return int(row[0] or 0)
 
+    def published_rowids(self) -> np.ndarray:
+        """Rowids of the published generation's chunks, ascending (one statement: one state)."""
+        rows = self._db.execute(
+            f"SELECT rowid FROM chunks WHERE gen_removed IS NULL AND rowid <= {_WATERMARK} "
+            f"UNION ALL SELECT rowid FROM chunks WHERE gen_removed > {_GEN} ORDER BY 1"
+        )
+        return np.fromiter((int(r[0]) for r in rows), dtype=np.int64)
+
     def chunks_for_path(self, path: str) -> list[ChunkRow]:
         rows = self._db.execute(
             f"SELECT {_CHUNK_COLS} FROM chunks WHERE path=? AND {_VISIBLE} ORDER BY start_byte",

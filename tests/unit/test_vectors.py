@@ -104,3 +104,36 @@ def test_files_written_atomically_get_a_plain_mode(tmp_path: Path) -> None:
         os.umask(mask)
     for f in (tmp_path / "m.json", tmp_path / "v" / "vectors.hnsw"):
         assert stat.S_IMODE(f.stat().st_mode) == 0o644, f
+
+
+def test_a_change_that_replaces_most_vectors_builds_the_graph_again(tmp_path: Path) -> None:
+    """A batch that deletes REBUILD_SHARE of the vectors or more builds a new graph of what stays
+    and what comes (no deleted slots left); its answers equal brute force on what is held, and
+    the same change twice gives the same file (a live-index trial: a batch that rewrote most of
+    a tree left dense recall@10 at 0.39, a fresh build's 0.96)."""
+    from ragloom.index.vectors import REBUILD_SHARE
+
+    rng = np.random.default_rng(5)
+    old, new = _unit(rng, 1000, 16), _unit(rng, 600, 16)
+    gone = list(range(1, int(1000 * REBUILD_SHARE) + 101))
+
+    def build(where: Path) -> HnswVectors:
+        index = HnswVectors(where, 16, "k")
+        index.apply(np.arange(1, 1001), old, [])
+        index.apply(np.arange(2001, 2601), new, gone)
+        return index
+
+    index = build(tmp_path / "a")
+    held = index.rowids()
+    assert len(held) == 1000 - len(gone) + 600
+    assert index._index.get_current_count() == len(held)  # nothing deleted left in the graph
+    vectors = np.concatenate([old[len(gone) :], new])
+    for q in _unit(rng, 20, 16):
+        want = held[np.argsort(-(vectors @ q))[:5]].tolist()
+        assert [r for r, _ in index.search(q, 5)] == want
+    assert (tmp_path / "a" / "vectors.hnsw").read_bytes() == (
+        build(tmp_path / "b").directory / "vectors.hnsw"
+    ).read_bytes()
+    # a small change keeps the graph and reuses the deleted slots
+    index.apply(np.arange(3001, 3011), _unit(rng, 10, 16), [2001, 2002])
+    assert index._index.get_current_count() == len(held) + 10 - 2  # two slots reused

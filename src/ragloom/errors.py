@@ -139,9 +139,14 @@ class IndexNotFoundError(IndexError_):
 
 
 class IndexLockedError(IndexError_):
-    """Another process is writing to this index."""
+    """Another process is writing to this index (``holder``: its pid as it wrote it, or
+    ``unknown``)."""
 
     exit_code = 22
+
+    def __init__(self, message: str, holder: str = "unknown") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class IncompatibleIndexError(IndexError_):

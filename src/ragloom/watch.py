@@ -460,7 +460,10 @@ class Watcher:
                 )
             except IndexLockedError as exc:
                 if not told:
-                    self.on_message(f"{exc}; waiting to apply the batch")
+                    self.on_message(
+                        f"index is locked: another ragloom process (pid {exc.holder}) is "
+                        f"writing to {self.index_dir}; the batch is applied when it finishes"
+                    )
                     told = True
                 w0 = time.perf_counter()
                 stopped = self._stop.wait(self.lock_retry_s)

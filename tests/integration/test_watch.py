@@ -238,6 +238,10 @@ def test_a_locked_index_makes_the_batch_wait(
     wait_for(lambda: len(run.batches) == 1, "the batch after the lock is released")
     assert run.batches[0].files_added == 1 and run.batches[0].lock_wait_seconds > 0
     assert sum("locked" in m for m in run.messages) == 1  # said once, not per retry
+    (said,) = [m for m in run.messages if "locked" in m]
+    # who holds it, and no advice of an option `watch` does not have (it said "--wait", and
+    # "pid unknown" when it read the lock file between its truncation and the pid's write)
+    assert f"(pid {os.getpid()})" in said and "--wait" not in said, said
 
 
 class _DeafWatcher(Watcher):
@@ -312,7 +316,11 @@ def test_cli_json_lines_and_ctrl_c_exits_0(tmp_path: Path) -> None:
     assert {"files_changed", "files_removed", "chunks_total", "chunks_embedded", "seconds"} <= set(
         lines[1]
     )
-    assert "stopped" in err.read_text()
+    said = err.read_text()
+    assert "stopped" in said
+    # make_tree has no index: the watcher says it creates one, and where (a mistyped
+    # --index-dir started a whole index without a word)
+    assert f"no index at {root / '.ragloom'}: creating one" in said and "hashing:64" in said
 
 
 def test_cli_deleted_root_exits_non_zero_and_writes_nothing(tmp_path: Path) -> None:

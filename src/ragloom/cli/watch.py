@@ -94,6 +94,12 @@ def watch_cmd(
     def on_message(message: str) -> None:
         click.echo(message, err=True)
 
+    if not idx.exists:  # a mistyped --index-dir started a whole index without a word
+        on_message(
+            f"no index at {idx.index_dir}: creating one of {path} first "
+            f"({'model ' + model if model else 'the default model'}; Ctrl-C to stop)"
+        )
+
     watcher = Watcher(
         idx,
         debounce_ms=debounce_ms,

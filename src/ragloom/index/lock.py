@@ -21,6 +21,10 @@ _WAIT_STEP_S = 0.1
 """How often a waiting writer tries the lock again."""
 
 
+_PID_WIDTH = 20
+"""Bytes of the pid record in the lock file (a pid, then spaces)."""
+
+
 class WriteLock:
     """Hold the index's write lock for the duration of a ``with`` block."""
 
@@ -47,8 +51,9 @@ class WriteLock:
                 if time.monotonic() >= deadline:
                     self._refuse(fd)
                 time.sleep(_WAIT_STEP_S)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        # one write of a fixed width, no truncation first: a process refused at this moment
+        # reads a whole pid (it read "unknown" between the truncation and the write)
+        os.pwrite(fd, f"{os.getpid():<{_PID_WIDTH}}".encode(), 0)
         self._fd = fd
 
     def _refuse(self, fd: int) -> NoReturn:
@@ -61,7 +66,8 @@ class WriteLock:
         waited = f" (waited {self.wait_s:g} s)" if self.wait_s > 0 else ""
         raise IndexLockedError(
             f"index is locked: another ragloom process (pid {holder}) is writing to "
-            f"{self.path.parent}{waited}; wait for it to finish, or run with --wait"
+            f"{self.path.parent}{waited}; wait for it to finish, or run with --wait",
+            holder,
         )
 
     def release(self) -> None:

@@ -1,7 +1,8 @@
 """Walk a repository root and decide, for every file, whether to index it and why not.
 
-Honours ``.gitignore`` files at every level (git's own matching rules via ``pathspec``; a file
-git tracks is indexed even where a rule matches it, as git never ignores one) and
+Honours ``.gitignore`` files at every level and the repository's ``.git/info/exclude`` (git's
+own matching rules via ``pathspec``; a file git tracks is indexed even where a rule matches it,
+as git never ignores one) and
 ``.ragloomignore`` files with the same syntax; skips vendored and build folders, the index
 folder, binaries, files above the size cap, secret-looking files and symlinks. Every entry the
 walk meets is either listed or counted under exactly one skip reason, and no single entry can
@@ -388,12 +389,17 @@ def walk(
     # Depth first with an explicit stack (no recursion limit on deep trees); folders hold
     # (absolute path, path relative to root, ignore specs of every folder above).
     stack: list[tuple[str, str, tuple[_Spec, ...]]] = [(root_real, "", ())]
+    # the repository's own exclude file (`.git/info/exclude`), as git reads it at the top of
+    # its work tree, after the root's .gitignore
+    exclude = _load_spec(os.path.join(root_real, ".git", "info"), "exclude")
     while stack:
         directory, rel_dir, specs = stack.pop()
         for name, why in ((".gitignore", "gitignored"), (".ragloomignore", "ragloomignored")):
             spec = _load_spec(directory, name)
             if spec is not None:
                 specs = (*specs, (rel_dir, spec, why))
+        if exclude is not None and not rel_dir:
+            specs = (*specs, ("", exclude, "gitignored"))
         try:
             with os.scandir(directory) as listing:
                 entries = sorted(listing, key=lambda e: e.name)

@@ -126,6 +126,9 @@ class BatchReport:
     """Seconds spent waiting for another process's write lock."""
     paths: list[str] = field(default_factory=list)
     """Up to 20 of the files the batch found changed, added or removed (sorted)."""
+    removed_skipped: dict[str, str] = field(default_factory=dict)
+    """Removed files still on disk and why they are skipped now (``too_large``,
+    ``unreadable``, ...): they left the index without being deleted."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -139,6 +142,10 @@ class BatchReport:
             f"{self.files_removed} removed; {self.chunks_total} chunks (+{self.chunks_added} "
             f"~{self.chunks_updated} -{self.chunks_removed}), {self.chunks_embedded} embedded "
             f"in {self.seconds:.2f}s; generation {self.generation}"
+            + "".join(
+                f"; {path} left the index: {reason}"
+                for path, reason in self.removed_skipped.items()
+            )
         )
 
 
@@ -532,4 +539,5 @@ class Watcher:
             generation=stats.generation,
             lock_wait_seconds=round(waited, 3),
             paths=list(stats.paths_changed),
+            removed_skipped=dict(stats.removed_skipped),
         )

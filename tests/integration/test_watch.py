@@ -244,6 +244,22 @@ def test_a_locked_index_makes_the_batch_wait(
     assert f"(pid {os.getpid()})" in said and "--wait" not in said, said
 
 
+def test_a_file_that_grows_past_the_cap_says_why_it_left(
+    tmp_path: Path, watching: Callable[..., Running]
+) -> None:
+    """A file grown past the size cap leaves the index: the batch says why (it read "1
+    removed", as a deletion), in its line and its JSON."""
+    root = make_tree(tmp_path / "repo")
+    run = watching(root, max_file_bytes=2_000)
+    (root / "pkg" / "mod.py").write_text("def grown():\n    return 1\n" * 200)
+    wait_for(lambda: len(run.batches) == 1, "the batch")
+    (batch,) = run.batches
+    assert batch.files_removed == 1
+    assert batch.removed_skipped == {"pkg/mod.py": "too_large"}
+    assert "pkg/mod.py left the index: too_large" in batch.line()
+    assert batch.to_dict()["removed_skipped"] == {"pkg/mod.py": "too_large"}
+
+
 class _DeafWatcher(Watcher):
     """A platform that drops every event: only the periodic check can see a change."""
 

@@ -30,6 +30,7 @@ reader that pinned ``G`` sees ``G`` whatever point the update has reached.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field
@@ -148,6 +149,11 @@ class IndexStats:
     paths_changed: list[str] = field(default_factory=list)
     """Up to :data:`PATHS_SAMPLE` of the changed, new and removed files (sorted): what a
     watcher's line names."""
+    removed_skipped: dict[str, str] = field(default_factory=dict)
+    """Removed files that are still on disk, and why they are skipped now (``too_large``,
+    ``unreadable``, ``gitignored``, ...; ``skipped`` when the walk kept no example), up to
+    :data:`PATHS_SAMPLE`: a file that grew past the size cap was counted "removed" without a
+    word."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -242,6 +248,10 @@ def scan_tree(
     stats.files_skipped = dict(sorted(walked.skipped.items()))
     stats.files_skipped_examples = {k: list(v) for k, v in sorted(walked.examples.items())}
     stats.paths_changed = sorted([sf.rel for sf, _, _ in changed] + removed)[:PATHS_SAMPLE]
+    if removed:
+        why = {rel: reason for reason, rels in walked.examples.items() for rel in rels}
+        present = [rel for rel in removed if os.path.lexists(os.path.join(root, rel))]
+        stats.removed_skipped = {rel: why.get(rel, "skipped") for rel in present[:PATHS_SAMPLE]}
     t1 = time.perf_counter()
     stats.timings["scan"] = t1 - t0
 

@@ -138,3 +138,35 @@ def test_a_rust_workspace_crate_imports_another(tmp_path: Path) -> None:
     assert ("crates/ignore/src/types.rs", "build") in {
         (d.path, d.symbol) for d, _ in g.callers(new.id)
     }
+
+
+def _refs(g: CodeGraph, symbol: str, **kw: float) -> set[tuple[str, str, float]]:
+    """(path, caller symbol, confidence) of every reference to the one definition ``symbol``."""
+    (d,) = g.definitions(symbol)
+    return {(r.path, r.caller.symbol, round(r.confidence, 2)) for r in g.references(d.id, **kw)}
+
+
+JAVA_SPLIT = {  # the Maven/Gradle layout: one package under src/main/java and src/test/java
+    "src/main/java/com/ex/util/Streams.java": (
+        "package com.ex.util;\n\npublic final class Streams {\n"
+        "  public static String parse(String in) { return in.trim(); }\n}\n"
+    ),
+    "src/main/java/com/ex/app/Main.java": (
+        "package com.ex.app;\n\nimport com.ex.util.Streams;\n\npublic class Main {\n"
+        '  static String two() { return Streams.parse(" a "); }\n}\n'
+    ),
+    "src/test/java/com/ex/util/StreamsTest.java": (
+        "package com.ex.util;\n\npublic class StreamsTest {\n"
+        '  public void testParse() { Streams.parse("x"); }\n}\n'
+    ),
+}
+
+
+def test_a_java_package_split_over_source_roots_is_one_package(tmp_path: Path) -> None:
+    """A package folder under both ``src/main/java`` and ``src/test/java`` made every import of
+    the package resolve to nothing (gson: ``GsonBuilder.create`` had no callers; a user trial)."""
+    g = _graph(tmp_path, JAVA_SPLIT)
+    refs = _refs(g, "Streams.parse", min_confidence=0.0)
+    assert ("src/main/java/com/ex/app/Main.java", "Main.two", 0.9) in refs, refs
+    # the test class of the same package names the class without an import
+    assert ("src/test/java/com/ex/util/StreamsTest.java", "StreamsTest.testParse", 0.9) in refs

@@ -218,19 +218,17 @@ class _Resolver:
     # -- scopes ----------------------------------------------------------------------------
     def module_key(self, importer: str, language: str, module: str) -> str | None:
         """A key naming the imported file or folder: ``py:<module>``, ``file:<path>``,
-        ``dir:<folder>``; None for an import this index does not hold."""
+        ``pkg:<sep><import path>`` (a Go or Java package: its folders); None for an import
+        this index does not hold."""
         if language == "python":
             full = self.mods.python_absolute(importer, module)
             return f"py:{full}" if full is not None else None
         if language in {"javascript", "typescript", "tsx"}:
             path = self.mods.js_file(importer, module)
             return f"file:{path}" if path else None
-        if language == "go":
-            files = self.mods.package_files(module)
-            return f"dir:{posixpath.dirname(files[0])}" if files else None
-        if language == "java":
-            files = self.mods.package_files(module, ".")
-            return f"dir:{posixpath.dirname(files[0])}" if files else None
+        if language in {"go", "java"}:
+            sep = "." if language == "java" else "/"
+            return f"pkg:{sep}{module}" if self.mods.package_files(module, sep) else None
         if language == "rust":
             files = self.mods.rust_files(importer, module)
             return f"file:{files[0]}" if files else None
@@ -299,7 +297,7 @@ class _Resolver:
             return [path] if path else []
         if kind == "file":
             return [rest]
-        return self.mods.dirs.get(rest, [])
+        return self.mods.package_files(rest[1:], rest[:1])
 
     def member_of_module(self, key: str, name: str, depth: int = 0) -> int | None:
         """The top-level definition ``name`` of the imported file(s), following re-exports
@@ -341,10 +339,11 @@ class _Resolver:
     def _package_symbol(self, path: str, language: str, symbol: str) -> int | None:
         node = self.by_path.get(path, {}).get(symbol)
         if node is None and language in _FOLDER_LANGS:
-            for other in self.mods.dirs.get(posixpath.dirname(path), ()):
-                node = self.by_path.get(other, {}).get(symbol)
-                if node is not None:
-                    break
+            for folder in self.mods.package_dirs(posixpath.dirname(path), language):
+                for other in self.mods.dirs.get(folder, ()):
+                    node = self.by_path.get(other, {}).get(symbol)
+                    if node is not None:
+                        return node
         return node
 
     def enclosing_class(self, owner: int) -> int | None:

@@ -2,7 +2,8 @@
 
 Each language names modules its own way (docs/graph.md): Python by dotted module (relative ones
 against the importing file's package), JavaScript and TypeScript by a path without its
-extension, Go by the package folder's import path, Java by package and class, Rust by a
+extension, Go by the package folder's import path, Java by package and
+class (a package is the union of its folders across source roots), Rust by a
 ``crate::``/``super::`` path. :class:`ModuleMap` answers "which indexed files does this import
 mean" for each, best effort: an import it cannot place (a third-party package) gives nothing,
 and the graph then drops the names it binds instead of guessing.
@@ -81,6 +82,7 @@ class ModuleMap:
             for k in range(1, len(comps)):
                 self.py_suffix[".".join(comps[k:])].append(path)
                 self.py_packages.add(".".join(comps[:k]))
+        self._java_roots: dict[tuple[str, str], list[str]] | None = None
 
     # -- Python ------------------------------------------------------------------------------
     def python_absolute(self, importer: str, module: str) -> str | None:
@@ -123,7 +125,11 @@ class ModuleMap:
     # -- folders: Go packages, Java packages, Rust modules -----------------------------------
     def package_files(self, import_path: str, sep: str = "/") -> list[str]:
         """The files of the indexed folder whose path ends with the import path's longest
-        matching tail (Go ``github.com/o/r/sub/pkg`` -> ``sub/pkg``; Java ``a.b`` -> ``a/b``)."""
+        matching tail (Go ``github.com/o/r/sub/pkg`` -> ``sub/pkg``; Java ``a.b`` -> ``a/b``).
+
+        Java: a package is the union of the
+        folders with that tail (``src/main/java/a/b`` and ``src/test/java/a/b``); in Go two
+        folders with one tail are two packages, and the import is left unresolved."""
         key = (import_path, sep)
         found = self._package_memo.get(key)
         if found is None:
@@ -145,9 +151,27 @@ class ModuleMap:
             hits = self._tails.get("/".join(comps[k:]), [])
             if len(hits) == 1:
                 return self.dirs[hits[0]]
+            if hits and sep == ".":  # one Java package over several source roots
+                return [p for d in sorted(hits) for p in self.dirs[d]]
             if hits:
                 return []
         return []
+
+    def package_dirs(self, folder: str, language: str) -> list[str]:
+        """The folders of the package ``folder`` is part of: for Java, the same package path
+        under each source root of one Maven/Gradle module (``<m>/src/main/java/a/b`` and
+        ``<m>/src/test/java/a/b``); else the folder alone."""
+        if language != "java":
+            return [folder]
+        if self._java_roots is None:
+            roots: dict[tuple[str, str], list[str]] = defaultdict(list)
+            for d in self.dirs:
+                key = _java_package(d)
+                if key is not None:
+                    roots[key].append(d)
+            self._java_roots = roots
+        key = _java_package(folder)
+        return sorted(self._java_roots.get(key, [folder])) if key is not None else [folder]
 
     def rust_files(self, importer: str, path: str) -> list[str]:
         """Files a Rust ``use`` path (``crate::a::b``, ``super::x``, ``self::y``, ``other::z``
@@ -187,3 +211,12 @@ class ModuleMap:
                 return d
             d = posixpath.dirname(d)
         return posixpath.dirname(importer)
+
+
+def _java_package(folder: str) -> tuple[str, str] | None:
+    """(the module folder, the package path) of a folder below ``<m>/src/<set>/java``."""
+    comps = folder.split("/")
+    for i in range(len(comps) - 1, 1, -1):
+        if comps[i] == "java" and comps[i - 2] == "src":
+            return "/".join(comps[: i - 2]), "/".join(comps[i + 1 :])
+    return None

@@ -170,3 +170,42 @@ def test_a_java_package_split_over_source_roots_is_one_package(tmp_path: Path) -
     assert ("src/main/java/com/ex/app/Main.java", "Main.two", 0.9) in refs, refs
     # the test class of the same package names the class without an import
     assert ("src/test/java/com/ex/util/StreamsTest.java", "StreamsTest.testParse", 0.9) in refs
+
+
+GO_MODULE = {
+    "go.mod": "module github.com/acme/tool\n\ngo 1.21\n",
+    "command.go": (
+        "package tool\n\ntype Command struct{ Use string }\n\n"
+        "func (c *Command) Name() string { return c.Use }\n\nfunc CheckErr(err error) {}\n"
+    ),
+    "doc/gen.go": (
+        'package doc\n\nimport (\n\t"github.com/acme/tool"\n)\n\n'
+        "func GenDocs(cmd *tool.Command) string {\n\ttool.CheckErr(nil)\n\treturn Title(cmd)\n}\n"
+    ),
+    "doc/title.go": (
+        'package doc\n\nimport "github.com/acme/tool"\n\n'
+        "func Title(cmd *tool.Command) string { return cmd.Name() }\n"
+    ),
+    "cmd/main.go": (
+        'package main\n\nimport "github.com/acme/tool/doc"\n\n'
+        "func main() {\n\tdoc.GenDocs(nil)\n}\n"
+    ),
+    # a nested module: its own go.mod and path
+    "plugins/go.mod": "module example.org/plugins\n",
+    "plugins/util/util.go": "package util\n\nfunc Helper() int { return 1 }\n",
+    "plugins/main.go": (
+        'package main\n\nimport "example.org/plugins/util"\n\nfunc main() {\n\tutil.Helper()\n}\n'
+    ),
+}
+
+
+def test_go_imports_resolve_through_the_go_mod_module_path(tmp_path: Path) -> None:
+    """``import "github.com/spf13/cobra"`` from ``cobra/doc`` resolved to nothing: the module's
+    root folder has no tail to match (a user trial). ``go.mod`` names the module."""
+    g = _graph(tmp_path, GO_MODULE)
+    assert ("doc/gen.go", "GenDocs", 1.0) in _refs(g, "CheckErr")
+    command = _refs(g, "Command")
+    assert {("doc/gen.go", "GenDocs", 1.0), ("doc/title.go", "Title", 1.0)} <= command
+    assert ("doc/title.go", "Title", 0.9) in _refs(g, "Command.Name")
+    assert ("cmd/main.go", "main", 1.0) in _refs(g, "GenDocs")
+    assert ("plugins/main.go", "main", 1.0) in _refs(g, "Helper")

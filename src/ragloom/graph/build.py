@@ -117,10 +117,15 @@ class _Scope:
 
 
 class _Resolver:
-    def __init__(self, defs: Sequence[Definition], records: Sequence[tuple[str, str, FileGraph]]):
+    def __init__(
+        self,
+        defs: Sequence[Definition],
+        records: Sequence[tuple[str, str, FileGraph]],
+        manifests: Sequence[tuple[str, str]] = (),
+    ):
         self.defs = defs
         self.records = records
-        self.mods = ModuleMap((p, lang) for p, lang, _ in records)
+        self.mods = ModuleMap(((p, lang) for p, lang, _ in records), manifests)
         self.by_path: dict[str, dict[str, int]] = defaultdict(dict)
         self.by_name: dict[tuple[str, str], list[int]] = defaultdict(list)
         """(language family, name) -> definitions (:data:`_FAMILY`)."""
@@ -485,10 +490,13 @@ def _rows_of(fg: FileGraph, kind: int) -> list[Row]:
 
 
 def resolve_graph(
-    rows: Sequence[GraphDefRow], records: Sequence[tuple[str, str, FileGraph]]
+    rows: Sequence[GraphDefRow],
+    records: Sequence[tuple[str, str, FileGraph]],
+    manifests: Sequence[tuple[str, str]] = (),
 ) -> tuple[list[Definition], dict[str, int], Edges, dict[int, int]]:
     """The graph's nodes (one per chunk head), the node of every chunk id (parts included),
-    the resolved edges and the node of every chunk rowid."""
+    the resolved edges and the node of every chunk rowid. ``manifests``: (path, text) of the
+    index's ``go.mod`` and ``package.json`` files (:data:`~ragloom.graph.modules.MANIFEST_NAMES`)."""
     from ragloom.ingest.chunker import head_id
 
     heads: dict[str, int] = {}
@@ -517,7 +525,7 @@ def resolve_graph(
                 )
         node_of[r.id] = i
         rowid_node[r.rowid] = i
-    res = _Resolver(defs, records)
+    res = _Resolver(defs, records, manifests)
     for path, language, fg in records:
         kinds = fg.cols[1]
         if _IMPORT in kinds:

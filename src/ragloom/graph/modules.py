@@ -2,7 +2,8 @@
 
 Each language names modules its own way (docs/graph.md): Python by dotted module (relative ones
 against the importing file's package), JavaScript and TypeScript by a path without its
-extension, Go by the package folder's import path, Java by package and
+extension, Go by the
+package folder's import path (under the module path ``go.mod`` declares), Java by package and
 class (a package is the union of its folders across source roots), Rust by a
 ``crate::``/``super::`` path. :class:`ModuleMap` answers "which indexed files does this import
 mean" for each, best effort: an import it cannot place (a third-party package) gives nothing,
@@ -12,10 +13,15 @@ and the graph then drops the names it binds instead of guessing.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-__all__ = ["ModuleMap", "python_module"]
+__all__ = ["MANIFEST_NAMES", "ModuleMap", "python_module"]
+
+MANIFEST_NAMES = ("go.mod", "package.json")
+"""The files (by name, in any folder) whose text says what imports name: a Go module's path."""
+_GO_MODULE = re.compile(r"^\s*module\s+\"?([^\s\"]+)", re.MULTILINE)
 
 _JS_EXTS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".d.ts")
 _JS_LANGS = frozenset({"javascript", "typescript", "tsx"})
@@ -46,8 +52,11 @@ def _js_key(path: str) -> str:
 class ModuleMap:
     """The indexed files by the names imports use for them."""
 
-    def __init__(self, files: Iterable[tuple[str, str]]) -> None:
-        """``files``: (path, language) of every code file of the index."""
+    def __init__(
+        self, files: Iterable[tuple[str, str]], manifests: Iterable[tuple[str, str]] = ()
+    ) -> None:
+        """``files``: (path, language) of every code file of the index; ``manifests``: (path,
+        text) of its :data:`MANIFEST_NAMES` files."""
         self.py: dict[str, str] = {}
         self.py_suffix: dict[str, list[str]] = defaultdict(list)
         self.js: dict[str, str] = {}
@@ -82,6 +91,14 @@ class ModuleMap:
             for k in range(1, len(comps)):
                 self.py_suffix[".".join(comps[k:])].append(path)
                 self.py_packages.add(".".join(comps[:k]))
+        self.go_modules: dict[str, str] = {}
+        """Module path (``go.mod``'s ``module`` line) -> the folder of its ``go.mod``."""
+        for path, text in sorted(manifests):
+            folder = posixpath.dirname(path)
+            if posixpath.basename(path) == "go.mod":
+                m = _GO_MODULE.search(text)
+                if m:
+                    self.go_modules.setdefault(m.group(1).rstrip("/"), folder)
         self._java_roots: dict[tuple[str, str], list[str]] | None = None
 
     # -- Python ------------------------------------------------------------------------------
@@ -127,7 +144,8 @@ class ModuleMap:
         """The files of the indexed folder whose path ends with the import path's longest
         matching tail (Go ``github.com/o/r/sub/pkg`` -> ``sub/pkg``; Java ``a.b`` -> ``a/b``).
 
-        Java: a package is the union of the
+        Go: an import under a module path of a ``go.mod`` is the folder below that file
+        (the longest module path first: nested modules). Java: a package is the union of the
         folders with that tail (``src/main/java/a/b`` and ``src/test/java/a/b``); in Go two
         folders with one tail are two packages, and the import is left unresolved."""
         key = (import_path, sep)
@@ -146,6 +164,14 @@ class ModuleMap:
                 for k in range(len(comps)):
                     tails["/".join(comps[k:])].append(d)
             self._tails = tails
+        if sep == "/" and self.go_modules:
+            for mod in sorted(self.go_modules, key=len, reverse=True):
+                if import_path == mod or import_path.startswith(mod + "/"):
+                    folder = posixpath.join(self.go_modules[mod], import_path[len(mod) + 1 :])
+                    folder = folder.rstrip("/")
+                    if folder in self.dirs:
+                        return self.dirs[folder]
+                    break
         comps = [c for c in import_path.split(sep) if c]
         for k in range(len(comps)):
             hits = self._tails.get("/".join(comps[k:]), [])

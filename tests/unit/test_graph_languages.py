@@ -209,3 +209,31 @@ def test_go_imports_resolve_through_the_go_mod_module_path(tmp_path: Path) -> No
     assert ("doc/title.go", "Title", 0.9) in _refs(g, "Command.Name")
     assert ("cmd/main.go", "main", 1.0) in _refs(g, "GenDocs")
     assert ("plugins/main.go", "main", 1.0) in _refs(g, "Helper")
+
+
+TS_WORKSPACE = {
+    "package.json": '{"name": "mono", "private": true, "workspaces": ["packages/*"]}\n',
+    "packages/zod/package.json": (
+        '{"name": "zod", "exports": {".": {"types": "./src/index.ts", '
+        '"import": "./dist/index.js"}}}\n'
+    ),
+    "packages/zod/src/index.ts": 'export { toJSONSchema } from "./schema.js";\n',
+    "packages/zod/src/schema.ts": "export function toJSONSchema(s: any) {\n  return s;\n}\n",
+    "packages/zod/src/tests/schema.test.ts": (
+        'import { toJSONSchema } from "zod";\n\n'
+        "export function checks() {\n  return toJSONSchema(1);\n}\n"
+    ),
+    "packages/lib/package.json": '{"name": "@acme/lib", "main": "lib/main.js"}\n',
+    "packages/lib/lib/main.js": "function libHelper() {\n  return 1;\n}\nexports.libHelper = libHelper;\n",
+    "packages/app/index.ts": (
+        'import { libHelper } from "@acme/lib";\n\nexport function run() {\n  return libHelper();\n}\n'
+    ),
+}
+
+
+def test_typescript_imports_of_the_repository_s_own_packages(tmp_path: Path) -> None:
+    """zod's tests import ``"zod"`` (a workspace package's own name): that was read as a
+    third-party import, so 261 calls of ``toJSONSchema`` had no edge (a user trial)."""
+    g = _graph(tmp_path, TS_WORKSPACE)
+    assert ("packages/zod/src/tests/schema.test.ts", "checks", 1.0) in _refs(g, "toJSONSchema")
+    assert ("packages/app/index.ts", "run", 1.0) in _refs(g, "libHelper")

@@ -2,7 +2,7 @@
 
 Each language names modules its own way (docs/graph.md): Python by dotted module (relative ones
 against the importing file's package), JavaScript and TypeScript by a path without its
-extension, Go by the
+extension (or by the name of a package of the repository: ``package.json``), Go by the
 package folder's import path (under the module path ``go.mod`` declares), Java by package and
 class (a package is the union of its folders across source roots), Rust by a
 ``crate::``/``super::`` path. :class:`ModuleMap` answers "which indexed files does this import
@@ -12,6 +12,7 @@ and the graph then drops the names it binds instead of guessing.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections import defaultdict
@@ -20,8 +21,11 @@ from collections.abc import Iterable
 __all__ = ["MANIFEST_NAMES", "ModuleMap", "python_module"]
 
 MANIFEST_NAMES = ("go.mod", "package.json")
-"""The files (by name, in any folder) whose text says what imports name: a Go module's path."""
+"""The files (by name, in any folder) whose text says what imports name: a Go module's path,
+a JavaScript/TypeScript package's name and entry points."""
 _GO_MODULE = re.compile(r"^\s*module\s+\"?([^\s\"]+)", re.MULTILINE)
+_JSON_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
+_JS_ENTRY_FIELDS = ("types", "typings", "module", "main")
 
 _JS_EXTS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".d.ts")
 _JS_LANGS = frozenset({"javascript", "typescript", "tsx"})
@@ -47,6 +51,40 @@ def _js_key(path: str) -> str:
     if path.endswith("/index"):
         path = path[: -len("/index")]
     return path
+
+
+def _strings(value: object) -> list[str]:
+    """The paths an ``exports`` entry names, conditions in their order (nested ones too)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _package_json(text: str) -> tuple[str | None, dict[str, list[str]]]:
+    """A ``package.json``'s name and, per subpath (``"."``, ``"./v4"``), the paths it may
+    resolve to, best first. Text that is not JSON (a chunk of a large file) gives the name
+    alone, when a ``"name"`` field can be read."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        m = _JSON_NAME.search(text)
+        return (m.group(1) if m else None), {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+        return None, {}
+    subpaths: dict[str, list[str]] = defaultdict(list)
+    exports = doc.get("exports")
+    if isinstance(exports, dict) and any(str(k).startswith(".") for k in exports):
+        for k, v in exports.items():
+            if str(k).startswith(".") and "*" not in str(k):
+                subpaths[str(k).rstrip("/")].extend(_strings(v))
+    elif exports is not None:  # "exports": "./x.js" or conditions of "." alone
+        subpaths["."].extend(_strings(exports))
+    subpaths["."].extend(str(doc[f]) for f in _JS_ENTRY_FIELDS if isinstance(doc.get(f), str))
+    return doc["name"], dict(subpaths)
 
 
 class ModuleMap:
@@ -93,12 +131,19 @@ class ModuleMap:
                 self.py_packages.add(".".join(comps[:k]))
         self.go_modules: dict[str, str] = {}
         """Module path (``go.mod``'s ``module`` line) -> the folder of its ``go.mod``."""
+        self.js_packages: dict[str, tuple[str, dict[str, list[str]]]] = {}
+        """The repository's own JavaScript/TypeScript packages by ``package.json`` name ->
+        (their folder, the paths each subpath may resolve to)."""
         for path, text in sorted(manifests):
             folder = posixpath.dirname(path)
             if posixpath.basename(path) == "go.mod":
                 m = _GO_MODULE.search(text)
                 if m:
                     self.go_modules.setdefault(m.group(1).rstrip("/"), folder)
+            elif posixpath.basename(path) == "package.json":
+                pkg, subpaths = _package_json(text)
+                if pkg and pkg not in self.js_packages:
+                    self.js_packages[pkg] = (folder, subpaths)
         self._java_roots: dict[tuple[str, str], list[str]] | None = None
 
     # -- Python ------------------------------------------------------------------------------
@@ -131,12 +176,38 @@ class ModuleMap:
         if spec.startswith("."):
             target = posixpath.normpath(posixpath.join(posixpath.dirname(importer), spec))
             return self.js.get(_js_key(target)) or self.js.get(target)
+        own = self._own_package(spec)
+        if own is not None:
+            return own
         # path aliases (``@/lib/x``, ``~/x``): match by the path's tail
         tail = spec.split("/", 1)[1] if spec[:1] in "@~" and "/" in spec else None
         if tail:
             hits = [p for k, p in self.js.items() if k == tail or k.endswith("/" + tail)]
             if len(hits) == 1:
                 return hits[0]
+        return None
+
+    def _own_package(self, spec: str) -> str | None:
+        """The file an import of one of the repository's own packages (``"zod"``,
+        ``"zod/v4"``, ``"@scope/lib"``) names: the subpath's entry in ``exports`` (or
+        ``types``/``module``/``main`` for the package itself) that is indexed, else
+        ``src/index`` (``src/<sub>``) or ``index`` (``<sub>``) of the package's folder."""
+        name, sub = spec, "."
+        while name not in self.js_packages:
+            head, slash, _ = name.rpartition("/")
+            if not slash or not head:
+                return None
+            name = head
+        if name != spec:
+            sub = "./" + spec[len(name) + 1 :]
+        folder, subpaths = self.js_packages[name]
+        rest = sub[2:]
+        fallbacks = [posixpath.join("src", rest), rest] if rest else ["src/index", "index"]
+        for cand in [*subpaths.get(sub, ()), *fallbacks]:
+            target = posixpath.normpath(posixpath.join(folder, cand))
+            found = self.js.get(_js_key(target)) or self.js.get(target)
+            if found is not None:
+                return found
         return None
 
     # -- folders: Go packages, Java packages, Rust modules -----------------------------------

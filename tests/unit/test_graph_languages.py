@@ -237,3 +237,25 @@ def test_typescript_imports_of_the_repository_s_own_packages(tmp_path: Path) -> 
     g = _graph(tmp_path, TS_WORKSPACE)
     assert ("packages/zod/src/tests/schema.test.ts", "checks", 1.0) in _refs(g, "toJSONSchema")
     assert ("packages/app/index.ts", "run", 1.0) in _refs(g, "libHelper")
+
+
+RUST_DEBUG = {
+    "src/flags.rs": (
+        "#[derive(Debug)]\npub struct Debug { on: bool }\n\n"
+        "#[derive(Debug, Clone)]\npub struct Other { n: u32 }\n\n"
+        "pub struct Glob { n: u32 }\n\n"
+        "impl std::fmt::Debug for Glob {\n"
+        "    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result { Ok(()) }\n"
+        "}\n\n"
+        "pub fn flags() -> Vec<&'static Debug> { vec![] }\n\n"
+        "pub fn show(x: &dyn std::fmt::Debug) -> u32 { 1 }\n"
+    ),
+}
+
+
+def test_rust_derive_and_std_paths_are_not_local_items(tmp_path: Path) -> None:
+    """``#[derive(Debug)]`` and ``impl std::fmt::Debug for X`` resolved to ripgrep's flag
+    ``struct Debug`` (112 reads at 1.0, 7 inherits; a user trial)."""
+    g = _graph(tmp_path, RUST_DEBUG)
+    refs = _refs(g, "Debug", min_confidence=0.0)
+    assert refs == {("src/flags.rs", "flags", 1.0)}, refs

@@ -77,6 +77,10 @@ TypeScript; C headers from C++). Every other language is a family of its own: a 
 resolved to a definition in another family (a user trial's monorepo had 9.7 % of its edges
 crossing languages: JavaScript ``res.send`` to a Rust method, Go ``args`` to a Rust function)."""
 _FUNCTION_KINDS = frozenset({"function", "method"})
+_RUST_LOCAL_HEADS = frozenset({"crate", "self", "super", "Self"})
+"""First segments of a Rust path that name this crate. A path whose first segment is none of
+these, nor a name the file binds, a module or a workspace crate of the index, names another
+crate's item (``std::fmt::Debug``) and resolves to nothing."""
 
 
 def _family(language: str) -> str:
@@ -445,6 +449,16 @@ class _Resolver:
         head = q.split(".", 1)[0].split("::", 1)[0]
         if head in s.external and head not in s.own:
             return None
+        if (
+            s.language == "rust"
+            and "::" in q
+            and head not in _RUST_LOCAL_HEADS
+            and head not in s.own
+            and head not in s.names
+            and head not in s.modules
+            and head not in self.mods.rust_modules
+        ):  # ``std::fmt::Debug``, ``serde::Serialize``: another crate's item, never a local
+            return None  # one of the same last name (ripgrep's flag ``struct Debug``)
         if "." not in q and "::" not in q and "(" not in q:
             target = self.bare(s, q, owner)
             if target is not None and len(target) == 1:

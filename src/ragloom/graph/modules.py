@@ -145,6 +145,16 @@ class ModuleMap:
                 if pkg and pkg not in self.js_packages:
                     self.js_packages[pkg] = (folder, subpaths)
         self._java_roots: dict[tuple[str, str], list[str]] | None = None
+        self.rust_modules: set[str] = set()
+        """Names of the Rust modules of the index (a file's stem, a folder holding ``.rs``
+        files) and of its workspace crates: the first segment of a path that may be local."""
+        for path, language in self.language.items():
+            if language == "rust":
+                stem = posixpath.basename(path).rpartition(".")[0]
+                if stem not in {"mod", "lib", "main"}:
+                    self.rust_modules.add(stem)
+                self.rust_modules.add(posixpath.basename(posixpath.dirname(path)))
+        self.rust_modules.update(self.rust_crates)
 
     # -- Python ------------------------------------------------------------------------------
     def python_absolute(self, importer: str, module: str) -> str | None:

@@ -259,3 +259,28 @@ def test_rust_derive_and_std_paths_are_not_local_items(tmp_path: Path) -> None:
     g = _graph(tmp_path, RUST_DEBUG)
     refs = _refs(g, "Debug", min_confidence=0.0)
     assert refs == {("src/flags.rs", "flags", 1.0)}, refs
+
+
+def test_a_call_to_an_overloaded_method_is_one_reference_row(tmp_path: Path) -> None:
+    """``refs Reader.add`` printed ``Main.java:6`` once per overload, identical rows (gson's
+    ``JsonObject.addProperty``: 3 times; a user trial): a call on a receiver of unknown type
+    resolves by name to both overloads."""
+    from ragloom.graph.views import graph_answer
+
+    files = {
+        "src/main/java/com/ex/Reader.java": (
+            "package com.ex;\n\npublic class Reader {\n"
+            "  public void add(String k, int v) {}\n"
+            "  public void add(String k, String v) {}\n}\n"
+        ),
+        "src/main/java/com/ex/Main.java": (
+            "package com.ex;\n\npublic class Main {\n  static void three(Object r) {\n"
+            '    r = null;\n    r.add("a", 1);\n  }\n}\n'
+        ),
+    }
+    g = _graph(tmp_path, files)
+    assert len(g.definitions("Reader.add")) == 2
+    answer = graph_answer(g, "refs", "Reader.add", min_confidence=0.0)
+    rows = [(r["path"], r["line"], r["kind"]) for r in answer["references"]]  # type: ignore[attr-defined]
+    assert rows == [("src/main/java/com/ex/Main.java", 6, "call")]
+    assert answer["references_total"] == 1

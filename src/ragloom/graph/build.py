@@ -35,6 +35,8 @@ from ragloom.ingest.filegraph import FileGraph, Row
 from ragloom.ingest.refs import REF_KINDS, Ref
 
 __all__ = [
+    "COMMON_METHODS",
+    "CONF_COMMON_NAME",
     "CONF_EXACT",
     "CONF_MEMBER",
     "CONF_NAME",
@@ -50,6 +52,11 @@ CONF_MEMBER = 0.9
 what it inherits from (a subclass may override it: not quite certain)."""
 CONF_NAME = 0.5
 """A name matched by name alone, shared by its candidates."""
+CONF_COMMON_NAME = 0.2
+"""A method of a receiver of unknown type matched by name alone when the name is also a
+well-known standard-library method of the language (:data:`COMMON_METHODS`: ``unwrap``,
+``Error``, ``toString``), shared by its candidates: below the default cut, since the call is
+far more often the library's method than the repository's one definition of that name."""
 MAX_NAME_CANDIDATES = 8
 """More definitions of one name than this and a match by name alone says nothing."""
 MAX_BASE_DEPTH = 6
@@ -77,6 +84,47 @@ TypeScript; C headers from C++). Every other language is a family of its own: a 
 resolved to a definition in another family (a user trial's monorepo had 9.7 % of its edges
 crossing languages: JavaScript ``res.send`` to a Rust method, Go ``args`` to a Rust function)."""
 _FUNCTION_KINDS = frozenset({"function", "method"})
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+COMMON_METHODS: dict[str, frozenset[str]] = {
+    "rust": _words(
+        "unwrap expect unwrap_or unwrap_or_else unwrap_or_default ok err ok_or ok_or_else map "
+        "map_err and_then or_else is_some is_none is_ok is_err as_ref as_mut as_str as_slice "
+        "as_bytes as_deref clone to_string to_owned into from len is_empty iter iter_mut "
+        "into_iter next collect push pop insert remove get get_mut contains contains_key "
+        "extend clear take replace join split trim starts_with ends_with borrow borrow_mut "
+        "lock read write flush fmt eq cmp partial_cmp hash default drop"
+    ),
+    "go": _words(
+        "Error String Len Less Swap Close Read Write WriteString Flush Bytes Lock Unlock "
+        "RLock RUnlock Done Wait Reset Next Err Unwrap"
+    ),
+    "java": _words(
+        "toString equals hashCode compareTo getClass clone get set put add remove size "
+        "isEmpty contains containsKey iterator hasNext next close length charAt substring "
+        "append trim split startsWith endsWith stream map filter collect forEach keySet "
+        "values entrySet getMessage"
+    ),
+    "js": _words(
+        "toString valueOf push pop shift unshift map filter reduce forEach find some every "
+        "includes indexOf join split slice splice concat keys values entries get set has "
+        "delete add clear then catch finally trim replace startsWith endsWith"
+    ),
+}
+"""Per language family (:data:`_FAMILY`): method names of the standard library (and of its
+core traits and interfaces: Rust ``Clone``/``Display``, Go ``error``/``fmt.Stringer``) that a
+call on a receiver of unknown type most likely means; such a call matched by name alone gets
+:data:`CONF_COMMON_NAME` (a user trial: ripgrep's one ``fn unwrap`` had 266 callers at 0.5,
+every ``Option``/``Result`` ``.unwrap()``; cobra's test-only ``customMultiString.String``
+had 66). Python is left out (its receivers of unknown type are measured against jedi)."""
+_RUST_LOCAL_HEADS = frozenset({"crate", "self", "super", "Self"})
+"""First segments of a Rust path that name this crate. A path whose first segment is none of
+these, nor a name the file binds, a module or a workspace crate of the index, names another
+crate's item (``std::fmt::Debug``) and resolves to nothing."""
 
 
 def _family(language: str) -> str:
@@ -117,10 +165,15 @@ class _Scope:
 
 
 class _Resolver:
-    def __init__(self, defs: Sequence[Definition], records: Sequence[tuple[str, str, FileGraph]]):
+    def __init__(
+        self,
+        defs: Sequence[Definition],
+        records: Sequence[tuple[str, str, FileGraph]],
+        manifests: Sequence[tuple[str, str]] = (),
+    ):
         self.defs = defs
         self.records = records
-        self.mods = ModuleMap((p, lang) for p, lang, _ in records)
+        self.mods = ModuleMap(((p, lang) for p, lang, _ in records), manifests)
         self.by_path: dict[str, dict[str, int]] = defaultdict(dict)
         self.by_name: dict[tuple[str, str], list[int]] = defaultdict(list)
         """(language family, name) -> definitions (:data:`_FAMILY`)."""
@@ -218,19 +271,17 @@ class _Resolver:
     # -- scopes ----------------------------------------------------------------------------
     def module_key(self, importer: str, language: str, module: str) -> str | None:
         """A key naming the imported file or folder: ``py:<module>``, ``file:<path>``,
-        ``dir:<folder>``; None for an import this index does not hold."""
+        ``pkg:<sep><import path>`` (a Go or Java package: its folders); None for an import
+        this index does not hold."""
         if language == "python":
             full = self.mods.python_absolute(importer, module)
             return f"py:{full}" if full is not None else None
         if language in {"javascript", "typescript", "tsx"}:
             path = self.mods.js_file(importer, module)
             return f"file:{path}" if path else None
-        if language == "go":
-            files = self.mods.package_files(module)
-            return f"dir:{posixpath.dirname(files[0])}" if files else None
-        if language == "java":
-            files = self.mods.package_files(module, ".")
-            return f"dir:{posixpath.dirname(files[0])}" if files else None
+        if language in {"go", "java"}:
+            sep = "." if language == "java" else "/"
+            return f"pkg:{sep}{module}" if self.mods.package_files(module, sep) else None
         if language == "rust":
             files = self.mods.rust_files(importer, module)
             return f"file:{files[0]}" if files else None
@@ -299,7 +350,7 @@ class _Resolver:
             return [path] if path else []
         if kind == "file":
             return [rest]
-        return self.mods.dirs.get(rest, [])
+        return self.mods.package_files(rest[1:], rest[:1])
 
     def member_of_module(self, key: str, name: str, depth: int = 0) -> int | None:
         """The top-level definition ``name`` of the imported file(s), following re-exports
@@ -341,10 +392,11 @@ class _Resolver:
     def _package_symbol(self, path: str, language: str, symbol: str) -> int | None:
         node = self.by_path.get(path, {}).get(symbol)
         if node is None and language in _FOLDER_LANGS:
-            for other in self.mods.dirs.get(posixpath.dirname(path), ()):
-                node = self.by_path.get(other, {}).get(symbol)
-                if node is not None:
-                    break
+            for folder in self.mods.package_dirs(posixpath.dirname(path), language):
+                for other in self.mods.dirs.get(folder, ()):
+                    node = self.by_path.get(other, {}).get(symbol)
+                    if node is not None:
+                        return node
         return node
 
     def enclosing_class(self, owner: int) -> int | None:
@@ -428,7 +480,7 @@ class _Resolver:
             found = self.member(cls, name)
             if found is not None:
                 return [(found, CONF_MEMBER)]
-            return self.by_name_only(name, s.language, top_level=False)
+            return self.method_by_name(name, s.language)
         if q in s.modules:
             found = self.member_of_module(s.modules[q], name)
             if found is not None:
@@ -441,6 +493,16 @@ class _Resolver:
         head = q.split(".", 1)[0].split("::", 1)[0]
         if head in s.external and head not in s.own:
             return None
+        if (
+            s.language == "rust"
+            and "::" in q
+            and head not in _RUST_LOCAL_HEADS
+            and head not in s.own
+            and head not in s.names
+            and head not in s.modules
+            and head not in self.mods.rust_modules
+        ):  # ``std::fmt::Debug``, ``serde::Serialize``: another crate's item, never a local
+            return None  # one of the same last name (ripgrep's flag ``struct Debug``)
         if "." not in q and "::" not in q and "(" not in q:
             target = self.bare(s, q, owner)
             if target is not None and len(target) == 1:
@@ -453,7 +515,16 @@ class _Resolver:
             found = self.member_of_module(s.modules[q.replace("::", ".")], name)
             if found is not None:
                 return [(found, CONF_EXACT)]
-        return self.by_name_only(name, s.language, top_level=False)
+        return self.method_by_name(name, s.language)
+
+    def method_by_name(self, name: str, language: str) -> list[tuple[int, float]] | None:
+        """A method of a receiver of unknown type, by name alone (:meth:`by_name_only`);
+        a well-known library method name (:data:`COMMON_METHODS`) gets
+        :data:`CONF_COMMON_NAME` instead of :data:`CONF_NAME`."""
+        got = self.by_name_only(name, language, top_level=False)
+        if got and name in COMMON_METHODS.get(_family(language), ()):
+            return [(n, c * (CONF_COMMON_NAME / CONF_NAME)) for n, c in got]
+        return got
 
     def resolve(self, s: _Scope, row: Row, owner: int | None) -> list[tuple[int, float]] | None:
         name, kind, qualifier, module = row[0], row[1], row[4], row[5]
@@ -486,10 +557,13 @@ def _rows_of(fg: FileGraph, kind: int) -> list[Row]:
 
 
 def resolve_graph(
-    rows: Sequence[GraphDefRow], records: Sequence[tuple[str, str, FileGraph]]
+    rows: Sequence[GraphDefRow],
+    records: Sequence[tuple[str, str, FileGraph]],
+    manifests: Sequence[tuple[str, str]] = (),
 ) -> tuple[list[Definition], dict[str, int], Edges, dict[int, int]]:
     """The graph's nodes (one per chunk head), the node of every chunk id (parts included),
-    the resolved edges and the node of every chunk rowid."""
+    the resolved edges and the node of every chunk rowid. ``manifests``: (path, text) of the
+    index's ``go.mod`` and ``package.json`` files (:data:`~ragloom.graph.modules.MANIFEST_NAMES`)."""
     from ragloom.ingest.chunker import head_id
 
     heads: dict[str, int] = {}
@@ -518,7 +592,7 @@ def resolve_graph(
                 )
         node_of[r.id] = i
         rowid_node[r.rowid] = i
-    res = _Resolver(defs, records)
+    res = _Resolver(defs, records, manifests)
     for path, language, fg in records:
         kinds = fg.cols[1]
         if _IMPORT in kinds:

@@ -311,6 +311,10 @@ def resolve_snapshot(store: GraphSource) -> CodeGraph:
     from ragloom.ingest.languages import CODE_SPECS
 
     gen, rows, raw = store.graph_snapshot(list(CODE_SPECS))
+    # go.mod / package.json: what imports of the repository's own packages name (read after
+    # the snapshot; a source without them resolves those imports as before)
+    read_manifests = getattr(store, "graph_manifests", None)
+    manifests: list[tuple[str, str]] = read_manifests() if read_manifests is not None else []
     empty = FileGraph((), tuple([] for _ in range(8)))
     try:
         records = [
@@ -322,11 +326,14 @@ def resolve_snapshot(store: GraphSource) -> CodeGraph:
             f"the index's code graph was made by another version of ragloom ({exc}); run "
             "`ragloom index PATH` to make it again (only the graph records are rebuilt)"
         ) from exc
-    return graph_from_rows(gen, rows, records)
+    return graph_from_rows(gen, rows, records, manifests)
 
 
 def graph_from_rows(
-    generation: int, rows: Sequence[GraphDefRow], records: Sequence[tuple[str, str, FileGraph]]
+    generation: int,
+    rows: Sequence[GraphDefRow],
+    records: Sequence[tuple[str, str, FileGraph]],
+    manifests: Sequence[tuple[str, str]] = (),
 ) -> CodeGraph:
-    defs, node_of, edges, rowid_node = resolve_graph(rows, records)
+    defs, node_of, edges, rowid_node = resolve_graph(rows, records, manifests)
     return CodeGraph(generation, defs, node_of, edges, rowid_node)

@@ -95,8 +95,20 @@ def graph_answer(
     if query == "defs":
         return out
     if query == "refs":
-        refs = [r for d in defs for r in graph.references(d.id, min_confidence=min_confidence)]
-        refs.sort(key=lambda r: (r.path, r.line, r.target_id))
+        # one row per reference site: a call resolved to each of several definitions the
+        # symbol names (Java overloads, ``add(String, int)`` and ``add(String, String)``)
+        # is the same site, kept once with its best confidence
+        best_ref: dict[tuple[str, int, str, str], Reference] = {}
+        for d in defs:
+            for r in graph.references(d.id, min_confidence=min_confidence):
+                key = (r.path, r.line, r.kind, r.caller.id)
+                kept = best_ref.get(key)
+                if kept is None or (-r.confidence, r.target_id) < (
+                    -kept.confidence,
+                    kept.target_id,
+                ):
+                    best_ref[key] = r
+        refs = sorted(best_ref.values(), key=lambda r: (r.path, r.line, r.target_id))
         out["references"] = [reference_dict(r) for r in refs[:limit]]
         out["references_total"] = len(refs)
         return out

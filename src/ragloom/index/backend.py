@@ -217,6 +217,11 @@ class StorageBackend(ReadStore, Protocol):
         (:meth:`ragloom.index.store.Store.graph_snapshot`)."""
         ...
 
+    def graph_manifests(self) -> list[tuple[str, str]]:
+        """(path, text) of the published ``go.mod`` and ``package.json`` files
+        (:meth:`ragloom.index.store.Store.graph_manifests`)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -414,6 +419,9 @@ class EmbeddedBackend:
         self, languages: Collection[str]
     ) -> tuple[int, list[GraphDefRow], list[tuple[str, str, bytes]]]:
         return self.store.graph_snapshot(languages)
+
+    def graph_manifests(self) -> list[tuple[str, str]]:
+        return self.store.graph_manifests()
 
     def close(self) -> None:
         self.store.close()

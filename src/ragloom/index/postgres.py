@@ -76,11 +76,13 @@ from ragloom.index.pg_update import PgUpdate
 from ragloom.index.rows import CHUNK_COLS as _CHUNK_COLS
 from ragloom.index.rows import (
     FILE_COLS,
+    MANIFEST_WHERE,
     ChunkCounts,
     ChunkRow,
     FileRow,
     GraphDefRow,
     graph_record,
+    manifest_texts,
 )
 from ragloom.index.rows import row_to_chunk as _row_to_chunk
 
@@ -591,6 +593,17 @@ class PostgresBackend(PgSearchBackend, ChunkCounts):
                     )
                 ]
         return (int(row[0]) if row else 0), defs, records
+
+    def graph_manifests(self) -> list[tuple[str, str]]:
+        """(path, text) of the repository's ``go.mod`` and ``package.json`` files, from their
+        chunks (as :meth:`ragloom.index.store.Store.graph_manifests`)."""
+        return manifest_texts(
+            self._fetchall(
+                f"SELECT path, start_byte, end_byte, text FROM chunks WHERE repo_id = %s AND "
+                f"{MANIFEST_WHERE.replace('%', '%%')} ORDER BY path, start_byte",
+                (self.repo_id,),
+            )
+        )
 
     # -- the git state the last index was made from (migration 6) ---------------------------
     def set_git_state(self, state: Mapping[str, str | None] | None) -> None:

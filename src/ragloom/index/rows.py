@@ -23,6 +23,7 @@ __all__ = [
     "CHUNK_META_COLS",
     "CHUNK_VALUE_COLS",
     "FILE_COLS",
+    "MANIFEST_WHERE",
     "ChunkCounts",
     "ChunkRow",
     "ChunkSetDiff",
@@ -32,6 +33,7 @@ __all__ = [
     "chunk_values",
     "diff_chunk_set",
     "graph_record",
+    "manifest_texts",
     "row_to_chunk",
 ]
 
@@ -135,6 +137,28 @@ def graph_record(row: Sequence[Any]) -> tuple[str, str, bytes]:
     """(path, language, record) from a (path, language, data) row of a file and its graph
     record (``b""`` for a file without one; language ``""`` when unknown)."""
     return str(row[0]), str(row[1] or ""), bytes(row[2]) if row[2] is not None else b""
+
+
+MANIFEST_WHERE = (
+    "(path IN ('go.mod', 'package.json') OR path LIKE '%/go.mod' OR path LIKE '%/package.json')"
+)
+"""SQL condition on ``chunks.path``: the files whose text says what imports name
+(:data:`ragloom.graph.modules.MANIFEST_NAMES`)."""
+
+
+def manifest_texts(rows: Iterable[Sequence[Any]]) -> list[tuple[str, str]]:
+    """(path, text) per file from its chunks' (path, start_byte, end_byte, text) rows, in order:
+    the windows of a text file tile it, so their texts are joined (a line break where a gap
+    was)."""
+    parts: dict[str, list[str]] = {}
+    end: dict[str, int] = {}
+    for path, start, stop, text in rows:
+        path = str(path)
+        if path in parts and int(start) > end[path]:
+            parts[path].append("\n")
+        parts.setdefault(path, []).append(str(text))
+        end[path] = int(stop)
+    return [(path, "".join(texts)) for path, texts in parts.items()]
 
 
 class ChunkCounts:

@@ -9,7 +9,7 @@ from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 
-from ragloom.index.rows import GraphDefRow, graph_record
+from ragloom.index.rows import MANIFEST_WHERE, GraphDefRow, graph_record, manifest_texts
 from ragloom.index.store_schema import _VISIBLE, GRAPH_STATE_KEYS, StoreBase
 
 
@@ -73,6 +73,16 @@ class StoreGraphMixin(StoreBase):
             if not own:
                 self._db.execute("COMMIT")
         return gen, defs, records
+
+    def graph_manifests(self) -> list[tuple[str, str]]:
+        """(path, text) of the published generation's ``go.mod`` and ``package.json`` files
+        (:data:`~ragloom.graph.modules.MANIFEST_NAMES`), from their chunks."""
+        return manifest_texts(
+            self._db.execute(
+                f"SELECT path, start_byte, end_byte, text FROM chunks WHERE {MANIFEST_WHERE} "
+                f"AND {_VISIBLE} ORDER BY path, start_byte"
+            )
+        )
 
     def graph_state(self) -> dict[str, str]:
         """What names the published generation's graph input: the meta values of

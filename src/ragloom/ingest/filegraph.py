@@ -29,9 +29,10 @@ from ragloom.types import Chunk
 
 __all__ = ["FILE_GRAPH_VERSION", "FileGraph", "Row", "owners_of"]
 
-FILE_GRAPH_VERSION = 5
+FILE_GRAPH_VERSION = 6
 """Version of what the extractor finds and of the stored form: an index whose records were
-made by another version extracts them again (``meta graph_version``)."""
+made by another version extracts them again (``meta graph_version``). 6: Rust attribute
+arguments (``#[derive(Debug)]``) are no reads."""
 
 _KIND_INDEX = {k: i for i, k in enumerate(REF_KINDS)}
 _COLUMNS = operator.attrgetter("name", "kind", "line", "byte", "qualifier", "module", "alias")

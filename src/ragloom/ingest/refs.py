@@ -31,7 +31,8 @@ What each language gives (one reference per occurrence, nothing deduplicated):
 - go: calls, imports (``import . "x"`` is ``*``, the package name an alias), embedded struct
   fields and interfaces as inherit, declared types.
 - rust: calls (not macros; names inside a macro's arguments are reads), ``use`` trees and
-  ``extern crate``, ``impl Trait for T`` and supertraits as inherit, types.
+  ``extern crate``, ``impl Trait for T`` and supertraits as inherit, types. Names inside an
+  attribute's arguments (``#[derive(Debug)]``, ``#[cfg(feature = "x")]``) are no reference.
 - java: method calls and ``new``, imports (``static`` too), ``extends`` / ``implements``,
   types and annotations as ``type``.
 - c, cpp, ruby, bash (best effort): calls, reads, ``#include`` / ``require`` / ``source`` as
@@ -852,6 +853,8 @@ _RUST: Final = """
 (type_item name: (type_identifier) @x)
 (associated_type name: (type_identifier) @x)
 (type_parameter name: (type_identifier) @x)
+(attribute (token_tree (identifier) @x))
+(attribute (token_tree (token_tree (identifier) @x)))
 """
 
 _JAVA: Final = """

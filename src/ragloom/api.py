@@ -834,14 +834,16 @@ class Index:
         counter: TokenCounter,
     ) -> AssembledContext:
         """``ctx`` with the callees and callers of its parts (:mod:`ragloom.assemble.structure`)."""
-        from ragloom.assemble.structure import add_related, related_parts
+        from ragloom.assemble.structure import add_related, file_lines, related_parts
 
         graph = self.graph()
         seeds: list[tuple[str, float]] = []
         for rank, hid in enumerate(dict.fromkeys(h for p in ctx.parts for h in p.hit_ids)):
             seeds.append((hid, 1.0 / (1 + rank)))
         store = self._graph_store()
-        related = related_parts(graph, seeds, store, mode)
+        related = related_parts(
+            graph, seeds, store, mode, file_lines(self.root, self._file_reader())
+        )
         return add_related(ctx, related, budget, policy, counter)
 
     def status(self, *, freshness: bool = True) -> IndexStatus:

@@ -756,6 +756,8 @@ class Index:
         """
         from ragloom.assemble import AssemblyPolicy, TokenBudget, get_counter
 
+        if _query_text(query) == "":
+            raise InputError(EMPTY_QUERY)
         if isinstance(budget, int):
             if isinstance(budget, bool) or budget < 1:
                 raise ConfigError(f"budget must be a positive number of tokens, got {budget}")
@@ -814,6 +816,7 @@ class Index:
                     ctx.structure = dict(info)
             span.set_attribute("parts", len(ctx.parts))
             span.set_attribute("tokens", ctx.stats.tokens_total)
+        ctx.notes = [*result.notes, *ctx.stats.shortfall_notes()]
         return ctx
 
     def _file_reader(self) -> FileReader | None:
@@ -1385,6 +1388,11 @@ def open_postgres(
             index.root = recorded
             index.index_dir = recorded / DEFAULT_INDEX_DIRNAME
     return index
+
+
+EMPTY_QUERY = "the query is empty: ask a question or name a symbol"
+"""The error of a context asked for an empty query (HTTP and MCP refuse it as well; a query of
+only spaces is answered, with the note that it has no searchable words)."""
 
 
 def _query_text(query: object) -> str:

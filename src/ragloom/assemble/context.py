@@ -181,6 +181,9 @@ class AssembledContext:
     structure: dict[str, int] | None = None
     """What structural context added (``related``, ``tokens``, ``callees``, ``callers``,
     ``candidates``); None when it was not asked for."""
+    notes: list[str] = field(default_factory=list)
+    """Warnings about the answer (the search's notes, then why hits are missing), as the
+    servers' ``notes``; set by ``Index.assemble``."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``structure`` only when structural context was asked for)."""
@@ -190,6 +193,7 @@ class AssembledContext:
             "parts": [p.to_dict() for p in self.parts],
             "stats": self.stats.to_dict(),
             "text": self.text,
+            "notes": list(self.notes),
         }
         if self.structure is not None:
             out["structure"] = dict(self.structure)

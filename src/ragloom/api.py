@@ -758,6 +758,8 @@ class Index:
         """
         from ragloom.assemble import AssemblyPolicy, TokenBudget, get_counter
 
+        if _query_text(query) == "":
+            raise InputError(EMPTY_QUERY)
         if isinstance(budget, int):
             if isinstance(budget, bool) or budget < 1:
                 raise ConfigError(f"budget must be a positive number of tokens, got {budget}")
@@ -816,6 +818,7 @@ class Index:
                     ctx.structure = dict(info)
             span.set_attribute("parts", len(ctx.parts))
             span.set_attribute("tokens", ctx.stats.tokens_total)
+        ctx.notes = [*result.notes, *ctx.stats.shortfall_notes()]
         return ctx
 
     def _file_reader(self) -> FileReader | None:
@@ -836,14 +839,16 @@ class Index:
         counter: TokenCounter,
     ) -> AssembledContext:
         """``ctx`` with the callees and callers of its parts (:mod:`ragloom.assemble.structure`)."""
-        from ragloom.assemble.structure import add_related, related_parts
+        from ragloom.assemble.structure import add_related, file_lines, related_parts
 
         graph = self.graph()
         seeds: list[tuple[str, float]] = []
         for rank, hid in enumerate(dict.fromkeys(h for p in ctx.parts for h in p.hit_ids)):
             seeds.append((hid, 1.0 / (1 + rank)))
         store = self._graph_store()
-        related = related_parts(graph, seeds, store, mode)
+        related = related_parts(
+            graph, seeds, store, mode, file_lines(self.root, self._file_reader())
+        )
         return add_related(ctx, related, budget, policy, counter)
 
     def status(self, *, freshness: bool = True) -> IndexStatus:
@@ -1392,6 +1397,11 @@ def open_postgres(
             index.root = recorded
             index.index_dir = recorded / DEFAULT_INDEX_DIRNAME
     return index
+
+
+EMPTY_QUERY = "the query is empty: ask a question or name a symbol"
+"""The error of a context asked for an empty query (HTTP and MCP refuse it as well; a query of
+only spaces is answered, with the note that it has no searchable words)."""
 
 
 def _query_text(query: object) -> str:

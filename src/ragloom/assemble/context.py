@@ -181,6 +181,9 @@ class AssembledContext:
     structure: dict[str, int] | None = None
     """What structural context added (``related``, ``tokens``, ``callees``, ``callers``,
     ``candidates``); None when it was not asked for."""
+    notes: list[str] = field(default_factory=list)
+    """Warnings about the answer (the search's notes, then why hits are missing), as the
+    servers' ``notes``; set by ``Index.assemble``."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``structure`` only when structural context was asked for)."""
@@ -190,6 +193,7 @@ class AssembledContext:
             "parts": [p.to_dict() for p in self.parts],
             "stats": self.stats.to_dict(),
             "text": self.text,
+            "notes": list(self.notes),
         }
         if self.structure is not None:
             out["structure"] = dict(self.structure)
@@ -307,18 +311,67 @@ def assemble_context(
         )
         return render_block(fmt, meta, draft_text(segs, files[path]), policy.include_scores)
 
-    def trimmed(cap: int) -> tuple[list[tuple[Segment, int]], int]:
-        """The segments trimmed to ``cap`` tokens, and how many could not be."""
-        out: list[tuple[Segment, int]] = []
-        for seg in segments:
-            got = trim_segment(
-                seg, files[seg.path], cap, lambda s: tc.count(block_of([s])), counter.count_batch
-            )
-            if got is not None:
-                out.append((seg, got))
-        return out, len(segments) - len(out)
+    def trim(seg: Segment, cap: int) -> int | None:
+        return trim_segment(
+            seg, files[seg.path], cap, lambda s: tc.count(block_of([s])), counter.count_batch
+        )
 
-    candidates, too_big = trimmed(min(part_cap, budget.available - frame_tokens))
+    def fit(seg: Segment, cap: int) -> tuple[list[tuple[Segment, int]], int]:
+        """``seg`` trimmed to ``cap``; when that hides lines of its best hit that the hit's
+        own lines would show, the hit's own segment and the rest re-segmented instead."""
+        got = trim(seg, cap)
+        best = seg.members[0][1]
+        own_range = (best.start_line, best.end_line)
+        if own_range == (seg.start, seg.end) or _shown_lines(seg, best) == (
+            best.end_line - best.start_line + 1
+        ):
+            return ([(seg, got)], 0) if got is not None else ([], 1)
+        stitched_shows = _shown_lines(seg, best) if got is not None else 0
+        inner = [
+            m
+            for m in seg.members
+            if best.start_line <= m[1].start_line and m[1].end_line <= best.end_line
+        ]
+        own = Segment(seg.path, best.start_line, best.end_line, inner)
+        own_got = trim(own, cap)
+        if own_got is None or _shown_lines(own, best) <= stitched_shows:
+            return ([(seg, got)], 0) if got is not None else ([], 1)
+        # the members that do not touch the best hit's lines stitch and trim as before; those
+        # that overlap it (an enclosing class chunk) are left out: their lines would repeat
+        rest = [
+            m
+            for m in seg.members
+            if m[1].end_line < best.start_line or m[1].start_line > best.end_line
+        ]
+        out: list[tuple[Segment, int]] = [(own, own_got)]
+        dropped = sum(1 for m in seg.members if m not in inner and m not in rest)
+        for sub in build_segments(sorted(rest), policy.fill_gap_lines, DedupReport()):
+            got_sub, n = fit(sub, cap)
+            out.extend(got_sub)
+            dropped += n
+        return out, dropped
+
+    def shows_top(got: Sequence[tuple[Segment, int]]) -> bool:
+        return any(r == 0 for seg, _ in got for r, _ in seg.shown_members())
+
+    def trimmed(cap: int, top_cap: int = 0) -> tuple[list[tuple[Segment, int]], int]:
+        """The segments trimmed to ``cap`` tokens, and how many could not be; the best hit's
+        segment may take up to ``top_cap`` when nothing of that hit fits ``cap``."""
+        out: list[tuple[Segment, int]] = []
+        dropped = 0
+        for seg in segments:
+            got, n = fit(seg, cap)
+            if top_cap > cap and seg.members[0][0] == 0 and not shows_top(got):
+                got, n = fit(seg, top_cap)
+                if not shows_top(got):
+                    got, n = fit(seg, cap)
+            out.extend(got)
+            dropped += n
+        return out, dropped
+
+    # flexible caps: the best hit's part may take the per-file cap when the part cap hides it
+    top_cap = min(file_cap, budget.available - frame_tokens) if budget.caps_flexible else 0
+    candidates, too_big = trimmed(min(part_cap, budget.available - frame_tokens), top_cap)
     if not candidates and segments and budget.caps_flexible:
         # No part fits the per-part cap (a quarter of a small budget, or a hit that is one
         # long block): rather than an empty context, the parts may take the whole budget.
@@ -335,7 +388,12 @@ def assemble_context(
         )
         for seg, tok in candidates
     ]
-    chosen = greedy_select(items, budget.available - frame_tokens + sep_tokens, file_cap)
+    # the part that shows the best-ranked hit is taken first (when it fits on its own)
+    top = next(
+        (i for i, (seg, _) in enumerate(candidates) if any(r == 0 for r, _ in seg.shown_members())),
+        None,
+    )
+    chosen = greedy_select(items, budget.available - frame_tokens + sep_tokens, file_cap, top)
     # a segment no trim could fit counts as left out for the budget, as one not chosen does
     dropped_for_budget = len(candidates) - len(chosen) + too_big
     picked = [candidates[i][0] for i in chosen]
@@ -390,6 +448,11 @@ def assemble_context(
         dropped_for_budget=dropped_for_budget,
     )
     return AssembledContext(parts=parts, stats=stats, text=text, query=query, format=fmt)
+
+
+def _shown_lines(seg: Segment, sn: Snippet) -> int:
+    """How many of ``sn``'s lines ``seg`` shows."""
+    return sum(max(0, min(b, sn.end_line) - max(a, sn.start_line) + 1) for a, b in seg.shown)
 
 
 def _finite(x: float) -> float:

@@ -25,8 +25,23 @@ class Item:
     group: str = ""
 
 
-def greedy_select(items: Sequence[Item], capacity: int, group_cap: int | None = None) -> list[int]:
-    """Indices chosen by relevance density under ``capacity`` and a per-group cap (sorted)."""
+def greedy_select(
+    items: Sequence[Item],
+    capacity: int,
+    group_cap: int | None = None,
+    first: int | None = None,
+) -> list[int]:
+    """Indices chosen by relevance density under ``capacity`` and a per-group cap (sorted).
+
+    ``first`` (an index) is taken before any other when it fits on its own: the part that shows
+    the best-ranked hit is never left out for parts of better density. The best-single-item
+    guard then compares with ``first`` plus the best single item that fits beside it.
+    """
+    pinned: list[int] = []
+    if first is not None and 0 <= first < len(items):
+        it = items[first]
+        if it.weight <= capacity and (group_cap is None or it.weight <= group_cap):
+            pinned = [first]
     order = sorted(
         range(len(items)),
         key=lambda i: (-(items[i].value / max(items[i].weight, 1)), i),
@@ -34,7 +49,7 @@ def greedy_select(items: Sequence[Item], capacity: int, group_cap: int | None = 
     chosen: list[int] = []
     used = 0
     per_group: dict[str, int] = {}
-    for i in order:
+    for i in pinned + [i for i in order if i not in pinned]:
         it = items[i]
         g_used = per_group.get(it.group, 0)
         if used + it.weight > capacity:
@@ -45,15 +60,20 @@ def greedy_select(items: Sequence[Item], capacity: int, group_cap: int | None = 
         used += it.weight
         per_group[it.group] = g_used + it.weight
     total = sum(items[i].value for i in chosen)
+    base_w = sum(items[i].weight for i in pinned)
+    base_v = sum(items[i].value for i in pinned)
+    base_g = {items[i].group: items[i].weight for i in pinned}
     fits = [
         i
         for i in range(len(items))
-        if items[i].weight <= capacity and (group_cap is None or items[i].weight <= group_cap)
+        if i not in pinned
+        and base_w + items[i].weight <= capacity
+        and (group_cap is None or base_g.get(items[i].group, 0) + items[i].weight <= group_cap)
     ]
     if fits:
         best = min(fits, key=lambda i: (-items[i].value, i))
-        if items[best].value > total:
-            return [best]
+        if base_v + items[best].value > total:
+            return sorted([*pinned, best])
     return sorted(chosen)
 
 

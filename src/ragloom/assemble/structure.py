@@ -11,13 +11,16 @@ holds as it does without them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Literal
 
 from ragloom.assemble.budget import AssemblyPolicy, Format, TokenBudget
 from ragloom.assemble.context import AssembledContext, ContextPart
 from ragloom.assemble.render import BlockMeta, frame, render, render_block
+from ragloom.assemble.snippets import FILE_CACHE, FileReader, _safe_real, split_lines
+from ragloom.assemble.stitch import marker
 from ragloom.assemble.tokens import TokenCounter
 from ragloom.errors import ConfigError
 from ragloom.graph.code_graph import CodeGraph
@@ -31,6 +34,8 @@ __all__ = [
     "Relation",
     "StructureMode",
     "add_related",
+    "faithful_text",
+    "file_lines",
     "related_parts",
     "structure_budget",
 ]
@@ -62,6 +67,13 @@ class Related:
     score: float
     of: str
     """The symbol of the selected code it is related to."""
+    ranges: tuple[tuple[int, int], ...] = ()
+    """The lines ``text`` shows (1-based, inclusive); empty: all of ``start_line..end_line``."""
+
+    @property
+    def shown(self) -> list[tuple[int, int]]:
+        """The shown line ranges."""
+        return list(self.ranges) if self.ranges else [(self.start_line, self.end_line)]
 
 
 def structure_budget(budget: TokenBudget, mode: StructureMode) -> TokenBudget:
@@ -88,7 +100,7 @@ def _block(fmt: Format, r: Related, include_scores: bool) -> str:
     meta = BlockMeta(
         source="code",
         path=r.path,
-        ranges=[(r.start_line, r.end_line)],
+        ranges=r.shown,
         symbol=r.symbol,
         kind=r.kind,
         language=r.language,
@@ -108,16 +120,20 @@ def add_related(
 ) -> AssembledContext:
     """``ctx`` with as many of ``related`` (best first) as fit ``budget`` appended as parts.
 
-    Definitions the context already shows (a part of the same file covering their first line)
-    are skipped. The result's text is ``ctx``'s with the new blocks inserted before the frame's
+    A definition any of whose lines the context already shows (a main part or a related part
+    added before it) is skipped. The result's text is ``ctx``'s with the new blocks inserted before the frame's
     end, so the main parts render byte for byte as before; its token count is exact."""
     fmt = policy.format
     head, sep, tail = frame(fmt)
     shown = [(p.file_path, a, b) for p in ctx.parts for a, b in p.ranges]
+
+    def overlaps(r: Related) -> bool:
+        return any(p == r.path and a <= r.end_line and r.start_line <= b for p, a, b in shown)
+
     seen: set[str] = set()
     todo: list[Related] = []
     for r in sorted(related, key=lambda r: (-r.score, r.path, r.start_line, r.id)):
-        if r.id in seen or any(p == r.path and a <= r.start_line <= b for p, a, b in shown):
+        if r.id in seen or overlaps(r):
             continue
         seen.add(r.id)
         todo.append(r)
@@ -132,6 +148,8 @@ def add_related(
     sep_tokens = counter.count(sep)
     blocks: list[tuple[Related, str, int]] = []
     for r in todo:
+        if overlaps(r):  # lines a related part added before it shows
+            continue
         block = _block(fmt, r, policy.include_scores)
         n = counter.count(block)
         cost = n + (sep_tokens if base or blocks else 0)
@@ -139,6 +157,7 @@ def add_related(
             continue
         used += cost
         blocks.append((r, block, n))
+        shown.extend((r.path, a, b) for a, b in r.shown)
 
     def compose(chosen: Sequence[tuple[Related, str, int]]) -> str:
         extra = [b for _, b, _ in chosen]
@@ -161,7 +180,7 @@ def add_related(
             ContextPart(
                 id=r.id,
                 file_path=r.path,
-                ranges=[(r.start_line, r.end_line)],
+                ranges=r.shown,
                 kind=r.kind,
                 text=r.text,
                 score=r.score,
@@ -172,6 +191,7 @@ def add_related(
                 symbols=[r.symbol],
                 relation=r.relation,
                 related_to=r.of,
+                trimmed=r.shown != [(r.start_line, r.end_line)],
             )
         )
     stats = replace(
@@ -200,14 +220,107 @@ def _first_line_offset(text: str, line: str) -> int:
     return 0
 
 
+def file_lines(
+    root: Path, read_files: FileReader | None = None
+) -> Callable[[str], Sequence[str] | None]:
+    """A reader of the current lines of a file under ``root`` (or from ``read_files``), as
+    assembly numbers them; None for a file that is missing or outside ``root``."""
+    root_str = str(root.resolve())
+    cache: dict[str, Sequence[str] | None] = {}
+
+    def get(path: str) -> Sequence[str] | None:
+        if path in cache:
+            return cache[path]
+        lines: list[str] | None = None
+        if read_files is not None:
+            data = read_files([path]).get(path)
+            lines = split_lines(data) if data is not None else None
+        else:
+            found = _safe_real(root_str, path)
+            if found is not None:
+                lines = FILE_CACHE.read(*found)[2]
+        if lines and lines[0].startswith("\ufeff"):
+            lines = [lines[0][1:], *lines[1:]]
+        cache[path] = lines
+        return lines
+
+    return get
+
+
+def _probes(raw: str) -> tuple[str, ...]:
+    """How a line of a signature or chunk text may stand in the file: as it is (indentation
+    aside), without a stub's ``...`` or without a one-line docstring's added closing quotes."""
+    probe = raw.strip()
+    if not probe or probe == "...":
+        return ()
+    out = [probe]
+    if probe.endswith(" ..."):
+        out.append(probe[:-4].rstrip())
+    for q in ('"""', "'''"):
+        if len(probe) > 6 and probe.startswith(q) and probe.endswith(q):
+            out.append(probe[:-3].rstrip())
+    return tuple(out)
+
+
+def faithful_text(
+    text: str, lines: Sequence[str], start: int, end: int, *, tail: bool
+) -> tuple[str, tuple[tuple[int, int], ...]] | None:
+    """The file's own lines ``start..end`` that ``text`` (a signature or a stored chunk, which
+    may be dedented or elide bodies) shows, found in order, and the shown ranges; lines between
+    them are replaced by the trim marker (``tail``: the lines after the last one too). None
+    when fewer than half of ``text``'s lines are found (the file changed)."""
+    if not 1 <= start <= end <= len(lines):
+        return None
+    stripped = [ln.strip() for ln in lines]
+    hits: list[int] = []
+    wanted = 0
+    pos = start
+    for raw in text.split("\n"):
+        probes = _probes(raw)
+        if not probes:
+            continue
+        wanted += 1
+        for i in range(pos, end + 1):
+            if stripped[i - 1] in probes:
+                hits.append(i)
+                pos = i + 1
+                break
+    if not hits or 2 * len(hits) < wanted:
+        return None
+    ranges: list[tuple[int, int]] = []
+    for i in hits:
+        # a gap of blank lines only is shown rather than marked
+        if ranges and all(not stripped[j - 1] for j in range(ranges[-1][1] + 1, i)):
+            ranges[-1] = (ranges[-1][0], i)
+        else:
+            ranges.append((i, i))
+    out: list[str] = []
+    prev: int | None = None
+    for a, b in ranges:
+        if prev is not None:
+            out.append(marker(prev + 1, a - 1, "trimmed"))
+        out.extend(lines[a - 1 : b])
+        prev = b
+    if tail and prev is not None and prev < end:
+        out.append(marker(prev + 1, end, "trimmed"))
+    return "\n".join(out), tuple(ranges)
+
+
 def related_parts(
     graph: CodeGraph,
     seeds: Sequence[tuple[str, float]],
     store: ReadStore,
     mode: StructureMode,
+    lines_of: Callable[[str], Sequence[str] | None] | None = None,
 ) -> list[Related]:
     """The callees and callers of ``seeds`` ((chunk id, weight), best first) with the text to
-    show: the signature (``signatures``; its own lines) or the whole chunk (``bodies``)."""
+    show: the signature (``signatures``) or the whole chunk (``bodies``; a class chunk is
+    stored with its methods' bodies elided).
+
+    With ``lines_of`` (:func:`file_lines`) the text is the file's own lines (indentation as in
+    the file), with the trim marker for every line left out and ``ranges`` naming only the
+    lines shown (:func:`faithful_text`); a definition not found in its current file is left
+    out. Without it the text is the synthesised signature or stored chunk."""
     from ragloom.assemble.signature import signature
 
     if mode == "off":
@@ -223,13 +336,22 @@ def related_parts(
         if row is None or text is None:
             continue
         start, end = row.start_line, row.end_line
+        ranges: tuple[tuple[int, int], ...] = ()
         if mode == "signatures":
             sig = signature(text, d.language, d.kind)
             if not sig.strip():
                 continue
-            start += _first_line_offset(text, sig.splitlines()[0])
-            end = min(row.end_line, start + sig.count("\n"))
+            if lines_of is None:  # the synthesised signature, at its first line
+                start += _first_line_offset(text, sig.splitlines()[0])
+                end = min(row.end_line, start + sig.count("\n"))
             text = sig
+        if lines_of is not None:
+            # the definition's whole span stays start..end (what overlap checks use)
+            lines = lines_of(d.path)
+            got = faithful_text(text, lines, start, end, tail=mode == "bodies") if lines else None
+            if got is None:
+                continue
+            text, ranges = got
         out.append(
             Related(
                 relation="callee" if r.relation == "callee" else "caller",
@@ -243,6 +365,7 @@ def related_parts(
                 text=text,
                 score=round(r.score, 6),
                 of=r.of,
+                ranges=ranges,
             )
         )
     return out

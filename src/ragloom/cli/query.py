@@ -218,6 +218,11 @@ def context_cmd(
     **source_args: Any,
 ) -> None:
     """Assemble a deduplicated, stitched, token-budgeted context for QUERY."""
+    if query == "":
+        from ragloom.api import EMPTY_QUERY
+        from ragloom.errors import InputError
+
+        raise InputError(EMPTY_QUERY)
     source_args = checked_source_args(source_args)
     idx = open_read(index_dir, backend, dsn, repo)
     given = _configured(
@@ -262,6 +267,8 @@ def context_cmd(
         echo_json({**ctx.to_dict(), "query_id": qid})  # null: no query log kept here
         return
     click.echo(ctx.text)
+    for note in ctx.notes:
+        click.echo(f"note: {note}", err=True)
     st = ctx.stats
     click.echo(
         f"{len(ctx.parts)} parts from {st.unique_files} files, {st.tokens_total}/"

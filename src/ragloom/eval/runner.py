@@ -349,7 +349,11 @@ def _run_query(
         latency = (time.perf_counter() - t0) * 1000
         return QueryResult(q.id, strategy, [], [], latency, score_hits(q, [], top_k), str(exc))
     latency = (time.perf_counter() - t0) * 1000
+    from ragloom.retrieve.search import NOTHING_MATCHED_NOTE
+
     for note in getattr(result, "notes", None) or ():
+        if note == NOTHING_MATCHED_NOTE:  # about this question, not the index or strategy
+            continue
         # e.g. "embeddings incomplete": once per strategy and text, not once per query
         line = f"{strategy}: {note}"
         if line not in report.notes:

@@ -135,6 +135,14 @@ MAX_TOP_K = 10_000
 """Largest ``top_k`` a search accepts: far above what fits any context budget, and a bound on
 what the engines allocate (tantivy panics on a collector of 10**20 slots)."""
 
+NOTHING_MATCHED_NOTE = (
+    "no indexed text contains the query's words (BM25 found nothing): the hits are only the "
+    "nearest by meaning (dense) and may be unrelated"
+)
+"""The note of an answer whose words matched nothing (trial finding 9, 2026-11-28): dense
+retrieval always has a nearest neighbour, so without it an agent could not tell "nothing
+relevant" from "here is the answer"."""
+
 
 class Retriever:
     """Answers queries from a store, a BM25 engine and a vector index."""
@@ -615,6 +623,14 @@ class Retriever:
             )
         t = time.perf_counter()
         subs = [self._retrieve(sq, depth, use_sparse, use_dense, view) for sq in pq.sub_queries]
+        if (
+            use_sparse
+            and main.dense
+            and not main.bm25
+            and not main.bm25_timed_out
+            and not any(s.bm25 for s in subs)
+        ):
+            result.notes.append(NOTHING_MATCHED_NOTE)
         state = RankState(
             query=query,
             pq=pq,

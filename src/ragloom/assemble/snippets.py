@@ -92,12 +92,12 @@ class FetchReport:
 
 
 def split_lines(data: bytes) -> list[str]:
-    """Split file bytes into lines numbered like the chunker (``\\n``, ``\\r\\n`` and a lone
-    ``\\r`` end a line; the ``\\r`` of ``\\r\\n`` is cut)."""
+    """Split file bytes into lines numbered like the chunker (``\\n`` separated, ``\\r`` cut)."""
     text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
     if "\r" not in text:  # the common case: no per-line work
-        return text.split("\n")
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        return lines
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
 def safe_path(root_real: Path, rel: str) -> Path | None:

@@ -40,14 +40,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION: Final = 3
+CHUNKER_VERSION: Final = 2
 """The chunking rules' version: an index chunked by another version is parsed again at its
 next update (every file, one generation, ``ragloom.index.indexer.update_index``). 2: JavaScript
-and TypeScript functions assigned to members (``res.send = function ...``) are symbols. 3: a
-lone ``\\r`` (not followed by ``\\n``) ends a line, as ``\\n`` and ``\\r\\n`` do (a file with
-classic Mac line endings was one line)."""
-
-_LONE_CR: Final = re.compile(rb"\r(?!\n)")
+and TypeScript functions assigned to members (``res.send = function ...``) are symbols."""
 MAX_CHUNK_BYTES: Final = 6000
 """Largest chunk text before a symbol is split. ~6000 bytes of code is ~1500 BPE tokens:
 MiniLM-class embedders read only their first 256 tokens, so a longer chunk's tail is
@@ -125,10 +121,6 @@ class _Text:
         while pos != -1:
             starts.append(pos + 1)
             pos = data.find(b"\n", pos + 1)
-        if b"\r" in data:  # a lone CR (classic Mac endings) ends a line too, as in editors
-            lone = [m.end() for m in _LONE_CR.finditer(data)]
-            if lone:
-                starts = sorted([*starts, *lone])
         if starts[-1] == len(data) and len(starts) > 1:
             starts.pop()  # a final newline does not open a new line
         self.starts = starts
@@ -187,8 +179,8 @@ def _line_spans(t: _Text, start: int, end: int, budget: int) -> list[tuple[int, 
             out.append((cur, end))
             break
         limit = cur + budget
-        line_start = t.starts[bisect.bisect_right(t.starts, limit) - 1]  # last line start <= limit
-        cut = line_start if line_start > cur else _utf8_cut(data, limit, cur)
+        nl = data.rfind(b"\n", cur, limit)
+        cut = nl + 1 if nl >= cur else _utf8_cut(data, limit, cur)
         out.append((cur, cut))
         cur = cut
     return out

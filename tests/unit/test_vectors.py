@@ -137,3 +137,16 @@ def test_a_change_that_replaces_most_vectors_builds_the_graph_again(tmp_path: Pa
     # a small change keeps the graph and reuses the deleted slots
     index.apply(np.arange(3001, 3011), _unit(rng, 10, 16), [2001, 2002])
     assert index._index.get_current_count() == len(held) + 10 - 2  # two slots reused
+    # a copied folder (its label list cannot be matched with the file by identity: every label
+    # of the file is read, deleted ones too) is rebuilt as well, without the deleted labels
+    import shutil
+
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    copy = HnswVectors(tmp_path / "copy", 16, "k")
+    assert not copy._verified
+    live = copy.rowids()
+    copy.apply(np.arange(4001, 4101), _unit(rng, 100, 16), live[: len(live) // 2].tolist())
+    assert copy._verified and copy._index.get_current_count() == len(copy.rowids())
+    assert set(copy.rowids().tolist()) == set(live[len(live) // 2 :].tolist()) | set(
+        range(4001, 4101)
+    )

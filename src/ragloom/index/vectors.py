@@ -346,19 +346,20 @@ class HnswVectors:
         held = self.held_rowids()
         gone = np.asarray([int(r) for r in remove], dtype=np.int64)
         present = gone[np.isin(gone, held)] if len(gone) else gone
-        rebuild = self._verified and len(held) and len(present) >= REBUILD_SHARE * len(held)
+        rebuild = len(held) and len(present) >= REBUILD_SHARE * len(held)
         if self._index is not None and rebuild:
-            kept = np.asarray(self._rowids, dtype=np.int64)
-            kept = kept[~np.isin(kept, present)]
+            # what stays: the label list, or every label of the file when the list could not be
+            # matched with it (a copied folder), less what this change deletes or replaces
+            kept = np.asarray(held, dtype=np.int64)
+            kept = kept[~np.isin(kept, present) & ~np.isin(kept, add_rowids)]
+            kept, kept_vectors = self._live_items(kept)
             ids = np.concatenate([kept, np.asarray(add_rowids, dtype=np.int64)])
             vectors = np.concatenate(
-                [
-                    np.asarray(self._index.get_items(kept), dtype=np.float32).reshape(-1, self.dim),
-                    np.asarray(add_vectors, dtype=np.float32).reshape(-1, self.dim),
-                ]
+                [kept_vectors, np.asarray(add_vectors, dtype=np.float32).reshape(-1, self.dim)]
             )
             order = np.argsort((ids * 2654435761) % (1 << 32), kind="stable")
             self._index = None
+            self._verified = True  # the new graph holds exactly the new label list
             held = np.zeros(0, dtype=np.int64)
             present = np.zeros(0, dtype=np.int64)
             add_rowids, add_vectors = ids[order], vectors[order]
@@ -393,6 +394,25 @@ class HnswVectors:
             ids = np.union1d(ids, np.asarray(add_rowids, dtype=np.int64))
         self._rowids = np.unique(ids)
         self._members = None
+
+    def _live_items(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The labels of ``labels`` the graph holds undeleted, and their vectors (a label of
+        the file's list that was marked deleted is left out)."""
+        index = self._index
+        try:
+            got = np.asarray(index.get_items(labels), dtype=np.float32).reshape(-1, self.dim)
+            return labels, got
+        except RuntimeError:  # a deleted label among them: one by one
+            kept: list[int] = []
+            rows: list[np.ndarray] = []
+            for label in labels.tolist():
+                try:
+                    rows.append(np.asarray(index.get_items([label]), dtype=np.float32)[0])
+                except RuntimeError:
+                    continue
+                kept.append(label)
+            vectors = np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
+            return np.asarray(kept, dtype=np.int64), vectors
 
     def save(self) -> None:
         """Write the index in memory to its folder atomically (the file, then its label list).

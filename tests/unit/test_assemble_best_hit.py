@@ -136,3 +136,22 @@ def test_property_best_hit_shown_when_it_fits_alone(
     assert not math.isnan(full.stats.tokens_total)
     if alone.parts:
         assert best.id in {h for p in full.parts for h in p.hit_ids}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(line_st, min_size=5, max_size=80), total=st.integers(120, 600))
+def test_property_a_long_best_hit_alone_is_shown_trimmed(lines: list[str], total: int) -> None:
+    """The best hit's segment trimmed to the flexible top cap must still be selectable: at
+    exactly the file cap, the separator its selection weighs with put it one token over, and
+    the context came back without it (a re-check of the trial: "расчёт налога" at 300)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        body = ["def best(value):"] + [f"    {ln}" for ln in lines]
+        (root / "f.py").write_text("\n".join(body) + "\n")
+        best = _hit(root, "f.py", 1, len(body), 2.0, "best")
+        budget = TokenBudget.for_total(total)
+        ctx = assemble_context(
+            "q", [best], root=root, budget=budget, policy=AssemblyPolicy(), counter=APPROX
+        )
+    assert APPROX.count(ctx.text) <= budget.available
+    assert best.id in {h for p in ctx.parts for h in p.hit_ids}, (ctx.stats, len(body))

@@ -370,13 +370,18 @@ def assemble_context(
         return out, dropped
 
     # flexible caps: the best hit's part may take the per-file cap when the part cap hides it
-    top_cap = min(file_cap, budget.available - frame_tokens) if budget.caps_flexible else 0
-    candidates, too_big = trimmed(min(part_cap, budget.available - frame_tokens), top_cap)
+    # (less the separator its selection weighs with: at exactly the file cap it did not fit)
+    top_cap = (
+        min(file_cap - sep_tokens, budget.available - frame_tokens) if budget.caps_flexible else 0
+    )
+    # a part is selected with its separator's tokens (Item.weight below), against the file cap
+    cap = min(part_cap, file_cap - sep_tokens, budget.available - frame_tokens)
+    candidates, too_big = trimmed(cap, top_cap)
     if not candidates and segments and budget.caps_flexible:
         # No part fits the per-part cap (a quarter of a small budget, or a hit that is one
         # long block): rather than an empty context, the parts may take the whole budget.
         part_cap = file_cap = budget.available - frame_tokens
-        candidates, too_big = trimmed(part_cap)
+        candidates, too_big = trimmed(part_cap - sep_tokens)
     trimmed_any = too_big > 0 or any(seg.trimmed for seg, _ in candidates)
     lap("trim")
 

@@ -36,7 +36,23 @@ def test_the_definitions_of_a_bare_name_come_first_in_their_order() -> None:
     assert [r for r, _ in st_.ranked] == [3, 4, 1, 2]
     scores = [s for _, s in st_.ranked]
     assert scores == sorted(scores, reverse=True)
+    assert scores[0] > scores[1] > scores[2]  # no tie: assembly breaks ties by path
     assert st_.notes[3]["name"] is True and st_.notes[4]["name"] is True
+
+
+def test_documentation_sections_are_not_definitions() -> None:
+    """Markdown headings that end in the name (cobra's "... Your cobra.Command") are not
+    definitions: they do not count toward the limit, and are not put first."""
+    rows = [*ROWS] + [
+        row(10 + i, f"site/page{i}.md", cid=f"s{i}", symbol="Guide.parseArgsOrExit", kind="section")
+        for i in range(MAX_DEFINITIONS + 2)
+    ]
+    ent = Entity("symbol", "parseArgsOrExit", 1.0, ("c", *(f"s{i}" for i in range(5))))
+    pq = ProcessedQuery("parseArgsOrExit", "parseArgsOrExit", "parseArgsOrExit", entities=(ent,))
+    ranked = [(1, 0.9), (10, 0.85), (2, 0.8), (3, 0.3)]
+    st_ = state(ranked, rows, query="parseArgsOrExit", pq=pq)
+    NameStage().apply(st_)
+    assert [r for r, _ in st_.ranked] == [3, 1, 10, 2]
 
 
 def test_a_sentence_an_ambiguous_name_or_another_strategy_changes_nothing() -> None:
@@ -63,6 +79,7 @@ def test_bare_names() -> None:
         ("where is decode", None),
         ("decode json", None),
         ("$5", None),
+        ("расчёт_налога", "расчёт_налога"),
         ("", None),
     ]:
         assert bare_name(q) == want, q

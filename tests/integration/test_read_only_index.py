@@ -73,6 +73,37 @@ def test_a_read_only_bm25_folder_is_read_from_a_copy(
     del engine
 
 
+def test_the_copy_of_a_folder_read_only_by_its_mode_is_writable(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder made read-only by its permissions (``chmod -R a-w``, not a mount): the copy
+    kept the mode, so tantivy's lock failed in the copy too (BM25 off for a user who is not
+    root) and the copy could not be removed."""
+    import stat
+
+    folder = tmp_path / "bm25"
+    shutil.copytree(repo / ".ragloom" / "bm25", folder)
+    for path in sorted(folder.rglob("*"), reverse=True):
+        path.chmod(path.stat().st_mode & ~0o222)
+    monkeypatch.setattr(
+        bm25_module.os,
+        "access",
+        lambda p, mode, **kw: not (mode & os.W_OK) or "engine" not in str(p),
+    )
+    try:
+        engine = bm25_module.TantivyBm25(folder)
+        copies = sorted(Path(tempfile.gettempdir()).glob(f"ragloom-ro-bm25-{os.getpid()}-*"))
+        assert copies and engine.doc_count() > 0
+        for path in [copies[-1], *copies[-1].rglob("*")]:
+            if path.is_dir():
+                assert stat.S_IMODE(path.stat().st_mode) & 0o200, path
+        del engine
+        gc.collect()
+    finally:
+        for path in folder.rglob("*"):
+            path.chmod(path.stat().st_mode | 0o200)
+
+
 def _unshare_works() -> bool:
     if sys.platform != "linux" or shutil.which("unshare") is None or os.geteuid() != 0:
         return False

@@ -238,7 +238,12 @@ class TantivyBm25:
         _remove_orphan_copies()
         copy = Path(tempfile.mkdtemp(prefix=f"{_COPY_PREFIX}{os.getpid()}-")) / "engine"
         try:
-            shutil.copytree(engine_dir, copy)
+            # the files' bytes only: copytree keeps a folder's mode, and a folder made read-only
+            # by its permissions (not a mount) gave a read-only copy: tantivy's lock failed
+            # again, and the copy could not be removed
+            shutil.copytree(engine_dir, copy, copy_function=shutil.copyfile)
+            for folder, _dirs, _files in os.walk(copy):
+                os.chmod(folder, 0o700)
         except OSError as exc:
             shutil.rmtree(copy.parent, ignore_errors=True)
             raise DbError(f"cannot read the read-only bm25 index at {engine_dir}: {exc}") from exc

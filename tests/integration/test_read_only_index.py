@@ -183,6 +183,7 @@ try:
             "rate": [rate.status_code, rate.json()],
             "summary": [(r := client.get("/feedback")).status_code, r.json()],
             "old": [(r := client.get("/feedback/" + sys.argv[3])).status_code, r.json()],
+            "own": [(r := client.get("/feedback/" + answer["query_id"])).status_code, r.json()],
         }))
 finally:
     engine.close()
@@ -215,3 +216,6 @@ def test_a_server_on_a_read_only_mount_refuses_ratings_clearly_and_reads_them(
     assert "keeps no ratings" in body["error"]["message"]
     assert got["summary"][0] == 200 and got["summary"][1]["helpful_count"] >= 1
     assert got["old"][0] == 200 and got["old"][1]["helpful_count"] == 1
+    # this server's own answers are not logged: asking for one says why (it was a 404, "pruned")
+    status, body = got["own"]
+    assert status == 503 and body["error"]["type"] == "feedback_unavailable"

@@ -188,8 +188,8 @@ class Retriever:
         self._embedder: Embedder | None = None
         self._symbols = SymbolCache()
         self._count: tuple[int, int] | None = None
-        self._complete: tuple[int, np.ndarray, bool] | None = None
-        """(generation, the label list it was checked against, whether it covers it)."""
+        self._complete: tuple[int, np.ndarray, int] | None = None
+        """(generation, the label list it was checked against, the chunks it covers)."""
         self._evidence = EvidenceCache()
         """Per-generation facts the ranking stages read (roles, declarations, history tables)."""
         self._view: tuple[int, GenerationView] | None = None
@@ -320,26 +320,30 @@ class Retriever:
         return self.store.generation() == view.generation
 
     def vectors_complete(self) -> bool:
-        """True when every chunk of the generation answered from has a vector. Counting is not
-        enough: a batch that replaces chunks publishes their new rows before it embeds them,
-        while the vectors still hold the old rows (as many), so the rowids are compared (once
-        per generation and label list: 16 ms at 18k chunks)."""
+        """True when every chunk of the generation answered from has a vector (see
+        :meth:`vectors_covered`)."""
+        return self.vectors_covered() >= self.chunk_count()
+
+    def vectors_covered(self) -> int:
+        """How many chunks of the generation answered from have a vector. Counting the labels
+        is not enough: a batch that replaces chunks publishes their new rows before it embeds
+        them, while the vectors still hold the old rows (as many), so the rowids are compared
+        (once per generation and label list: 16 ms at 18k chunks)."""
         n = self.vectors.count() if self.vectors is not None else 0
-        if n < self.chunk_count():
-            return False
+        total = self.chunk_count()
         held = getattr(self.vectors, "rowids", None)
         labels: np.ndarray | None = held() if held is not None else None
         published = getattr(self.store, "published_rowids", None)
-        if labels is None or published is None:  # a store without rowids (PostgreSQL): counts
-            return True
+        if n < total or labels is None or published is None:
+            return n  # short already, or a store without rowids (PostgreSQL): the count
         pinned = self._generation()
         gen = self.store.generation() if pinned is None else pinned
         cached = self._complete
         if cached is not None and cached[0] == gen and cached[1] is labels:
             return cached[2]
-        complete = bool(np.isin(published(), labels, assume_unique=True).all())
-        self._complete = (gen, labels, complete)
-        return complete
+        covered = int(np.isin(published(), labels, assume_unique=True).sum())
+        self._complete = (gen, labels, covered)
+        return covered
 
     def close(self) -> None:
         if self._pool is not None:
@@ -589,7 +593,7 @@ class Retriever:
                 "stored embeddings)"
             )
         elif not result.vectors_complete and not isinstance(strat, Sparse):
-            n = self.vectors.count() if self.vectors is not None else 0
+            n = self.vectors_covered()
             result.notes.append(
                 f"embeddings incomplete: {n} of {self.chunk_count()} chunks have vectors; "
                 "dense results cover only those (`ragloom index`, or a watching server's next "

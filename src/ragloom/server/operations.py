@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ragloom.errors import FeedbackUnavailableError
+from ragloom.errors import FeedbackUnavailableError, UnknownIdError
 from ragloom.server.answers import _AnswersMixin
 from ragloom.server.cache import EmbeddingCache, ResultCache
 from ragloom.server.embedding import BatchingEmbedder
@@ -68,7 +68,12 @@ class _OperationsMixin(_JobsMixin, _AnswersMixin):
 
     def feedback_stats(self, query_id: str) -> dict[str, Any]:
         """total, helpful/not_helpful/partially_helpful counts, avg_rating, used_chunk_ids."""
-        return self._feedback_reader().stats(query_id)
+        try:
+            return self._feedback_reader().stats(query_id)
+        except UnknownIdError:
+            if self._query_log is None:  # this server's own answers are not logged
+                self._feedback()  # FeedbackUnavailableError, saying why
+            raise
 
     def feedback_summary(self) -> dict[str, Any]:
         """The whole index's figures: answers, rated_answers, the rating counts, avg_rating,
@@ -77,9 +82,8 @@ class _OperationsMixin(_JobsMixin, _AnswersMixin):
 
     def query_feedback(self, query_id: str) -> list[dict[str, Any]]:
         """Every rating of ``query_id`` (tamma ``getQueryFeedback``)."""
-        store = self._feedback_reader()
-        store.stats(query_id)  # InputError for an unknown id
-        return store.query_feedback(query_id)
+        self.feedback_stats(query_id)  # InputError for an unknown id
+        return self._feedback_reader().query_feedback(query_id)
 
     def metrics_text(self) -> str:
         """Prometheus exposition text of this engine's registry."""

@@ -354,3 +354,15 @@ def test_cli_deleted_root_exits_non_zero_and_writes_nothing(tmp_path: Path) -> N
     assert code == 3, err.read_text()
     assert "was deleted" in err.read_text().strip().splitlines()[-1]
     assert [line.split(":")[0] for line in out.read_text().splitlines()] == ["update at start"]
+
+
+def test_files_of_a_folder_now_ignored_say_why(tmp_path: Path) -> None:
+    """A folder ignored after it was indexed is counted once by the walk, under its own path:
+    its files said ``skipped``, not the folder's reason."""
+    root = make_tree(tmp_path / "repo")
+    with ragloom.open(root, embedder=HashingEmbedder(64)) as idx:
+        idx.index()
+        (root / ".gitignore").write_text("*.log\npkg/\n")
+        stats = idx.index()
+    assert stats.files_removed == 2
+    assert stats.removed_skipped == {"pkg/mod.py": "gitignored", "pkg/other.py": "gitignored"}

@@ -159,6 +159,17 @@ class IndexStats:
         return asdict(self)
 
 
+def _why(reasons: Mapping[str, str], rel: str) -> str:
+    """The walk's reason for skipping ``rel``: its own, or its nearest folder's (a skipped
+    folder is counted once, under its own path), else ``skipped``."""
+    path = rel
+    while path:
+        if path in reasons:
+            return reasons[path]
+        path = path.rpartition("/")[0]
+    return "skipped"
+
+
 def _read(sf: SourceFile, max_bytes: int) -> tuple[SourceFile, bytes] | str:
     """A walked file's bytes (and its size and mtime as read), or why it is skipped now:
     ``vanished`` (deleted since the walk), ``unreadable``, ``too_large``, ``special``."""
@@ -251,7 +262,7 @@ def scan_tree(
     if removed:
         why = {rel: reason for reason, rels in walked.examples.items() for rel in rels}
         present = [rel for rel in removed if os.path.lexists(os.path.join(root, rel))]
-        stats.removed_skipped = {rel: why.get(rel, "skipped") for rel in present[:PATHS_SAMPLE]}
+        stats.removed_skipped = {rel: _why(why, rel) for rel in present[:PATHS_SAMPLE]}
     t1 = time.perf_counter()
     stats.timings["scan"] = t1 - t0
 

@@ -54,6 +54,12 @@ def test_words_of_other_scripts() -> None:
     # CJK runs: the whole word and its overlapping pairs; a lone character is a token
     assert code_tokens("税額計算 関数 x = 税") == ["税額計算", "税額", "額計", "計算", "関数", "税"]
     assert code_tokens("计算税额") == ["计算税额", "计算", "算税", "税额"]
+    assert code_tokens("関数_計算") == ["関数_計算", "関数", "計算"]  # each part once
+    # the question's identifier expansion splits them the same way (it gave "gr e pr fen")
+    from ragloom.index.tokenize import split_identifier
+
+    assert split_identifier("größe_prüfen") == ["größe", "prüfen"]
+    assert split_identifier("maxGröße") == ["max", "größe"]
 
 
 # -- the memoised tokenizer against the plain one it replaced ------------------------------

@@ -53,6 +53,9 @@ def split_identifier(identifier: str) -> list[str]:
     for piece in identifier.split("_"):
         if not piece:
             continue
+        if not piece.isascii():  # letters of other scripts: split where the case turns
+            parts.extend(p.lower() for p in _camel_parts(piece))
+            continue
         sub = _CAMEL.findall(piece)
         merged: list[str] = []
         for s in sub:
@@ -88,8 +91,8 @@ def _script_tokens(word: str) -> tuple[str, ...]:
         if len(parts) > 1:
             tokens.extend(p.lower() for p in parts)
         for run in _CJK.findall(comp):
-            if run == comp and len(run) <= 2:
-                continue  # the component itself
+            if len(run) <= 2 and (run == comp or (len(parts) > 1 and run in parts)):
+                continue  # a token already: the component, or one of its parts
             if len(run) == 1:
                 tokens.append(run)
             else:

@@ -758,8 +758,7 @@ class Index:
         """
         from ragloom.assemble import AssemblyPolicy, TokenBudget, get_counter
 
-        if _query_text(query) == "":
-            raise InputError(EMPTY_QUERY)
+        _query_text(query)
         if isinstance(budget, int):
             if isinstance(budget, bool) or budget < 1:
                 raise ConfigError(f"budget must be a positive number of tokens, got {budget}")
@@ -1397,11 +1396,6 @@ def open_postgres(
             index.root = recorded
             index.index_dir = recorded / DEFAULT_INDEX_DIRNAME
     return index
-
-
-EMPTY_QUERY = "the query is empty: ask a question or name a symbol"
-"""The error of a context asked for an empty query (HTTP and MCP refuse it as well; a query of
-only spaces is answered, with the note that it has no searchable words)."""
 
 
 def _query_text(query: object) -> str:

@@ -218,11 +218,6 @@ def context_cmd(
     **source_args: Any,
 ) -> None:
     """Assemble a deduplicated, stitched, token-budgeted context for QUERY."""
-    if query == "":
-        from ragloom.api import EMPTY_QUERY
-        from ragloom.errors import InputError
-
-        raise InputError(EMPTY_QUERY)
     source_args = checked_source_args(source_args)
     idx = open_read(index_dir, backend, dsn, repo)
     given = _configured(

@@ -76,6 +76,7 @@ def watch_cmd(
     the batch then not applied); a deleted PATH stops with an error.
     """
     import ragloom
+    from ragloom.embed.registry import DEFAULT_MODEL_NAME
     from ragloom.ingest.walker import DEFAULT_MAX_FILE_BYTES
     from ragloom.paths import existing_dir, path_exists
     from ragloom.watch import BatchReport, Watcher
@@ -97,7 +98,7 @@ def watch_cmd(
     if not idx.exists:  # a mistyped --index-dir started a whole index without a word
         on_message(
             f"no index at {idx.index_dir}: creating one of {path} first "
-            f"({'model ' + model if model else 'the default model'}; Ctrl-C to stop)"
+            f"(model {model or DEFAULT_MODEL_NAME}; Ctrl-C to stop)"
         )
 
     watcher = Watcher(

@@ -16,33 +16,14 @@ from hypothesis import strategies as st
 
 from ragloom.assemble import AssemblyPolicy, TokenBudget, assemble_context, get_counter
 from ragloom.assemble.select import Item, greedy_select
-from ragloom.ingest.ids import chunk_id, file_hash, text_hash
 from ragloom.types import Hit
+from tests.unit.test_assemble import make_hit
 
 APPROX = get_counter("approx")
 
 
 def _hit(root: Path, rel: str, start: int, end: int, score: float, name: str) -> Hit:
-    data = (root / rel).read_bytes()
-    starts = [0]
-    for line in data.split(b"\n"):
-        starts.append(starts[-1] + len(line) + 1)
-    sb, eb = starts[start - 1], starts[end] - 1
-    return Hit(
-        id=chunk_id("code", rel, name, "function"),
-        path=rel,
-        start_line=start,
-        end_line=end,
-        kind="function",
-        symbol=name,
-        language="python",
-        score=score,
-        ranks={"bm25": 1},
-        node_hash=text_hash(data[sb:eb].decode("utf-8")),
-        file_hash=file_hash(data),
-        start_byte=sb,
-        end_byte=eb,
-    )
+    return make_hit(root, rel, start, end, symbol=name, score=score, ranks={"bm25": 1})
 
 
 def _shown(ctx_parts: list, hit: Hit) -> bool:  # type: ignore[type-arg]

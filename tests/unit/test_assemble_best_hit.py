@@ -136,3 +136,21 @@ def test_property_a_long_best_hit_alone_is_shown_trimmed(lines: list[str], total
         )
     assert APPROX.count(ctx.text) <= budget.available
     assert best.id in {h for p in ctx.parts for h in p.hit_ids}, (ctx.stats, len(body))
+
+
+def test_a_long_best_hit_is_shown_around_the_questions_identifier(tmp_path: Path) -> None:
+    """A best hit too long to show whole is shown around the first line that holds the
+    question's identifier, after its signature (the lines after the signature were shown,
+    and the one line that matched never was: a trial's `opcode_537_handler` at 2000)."""
+    body = [f"    step_{i} = compute(value, {i})" for i in range(400)]
+    body[300] = "    result = value * 537 + 2  # opcode_537_handler"
+    (tmp_path / "big.py").write_text("def dispatch(value):\n" + "\n".join(body) + "\n")
+    best = _hit(tmp_path, "big.py", 1, 401, 2.0, "dispatch")
+    for query, shown in (("opcode_537_handler", True), ("where is dispatch", False)):
+        ctx = assemble_context(
+            query, [best], root=tmp_path, budget=TokenBudget.for_total(600),
+            policy=AssemblyPolicy(), counter=APPROX,
+        )  # fmt: skip
+        assert APPROX.count(ctx.text) <= 600
+        assert ("# opcode_537_handler" in ctx.text) is shown, query
+        assert "def dispatch(value):" in ctx.text

@@ -41,6 +41,7 @@ from ragloom.assemble.tokens import TokenCounter
 from ragloom.assemble.trim import trim_segment
 from ragloom.errors import ConfigError, ContextError
 from ragloom.ingest.chunker import part_label
+from ragloom.retrieve.query.lexer import lex
 from ragloom.types import Hit
 
 __all__ = [
@@ -311,10 +312,14 @@ def assemble_context(
         )
         return render_block(fmt, meta, draft_text(segs, files[path]), policy.include_scores)
 
+    # the question's identifiers: a best hit too long to show whole is shown around them
+    focus = [w.text for w in lex(query) if w.typed]
+
     def trim(seg: Segment, cap: int) -> int | None:
         return trim_segment(
-            seg, files[seg.path], cap, lambda s: tc.count(block_of([s])), counter.count_batch
-        )
+            seg, files[seg.path], cap, lambda s: tc.count(block_of([s])), counter.count_batch,
+            focus,
+        )  # fmt: skip
 
     def fit(seg: Segment, cap: int) -> tuple[list[tuple[Segment, int]], int]:
         """``seg`` trimmed to ``cap``; when that hides lines of its best hit that the hit's

@@ -56,17 +56,48 @@ def _union(ranges: list[tuple[int, int]], new: tuple[int, int]) -> list[tuple[in
     return out
 
 
+def _window(
+    rng: tuple[int, int],
+    lines: Sequence[str],
+    focus: Sequence[str],
+    t: Callable[[int], int],
+    budget: int,
+    *,
+    only_focus: bool = False,
+) -> tuple[int, int] | None:
+    """The lines of ``rng`` that fit ``budget`` tokens: from two lines before the first line
+    holding a ``focus`` word (whole word), else from the range's start (``only_focus``: else
+    None), then downward."""
+    a, b = rng
+    start = a
+    words = [re.compile(r"(?<![\w$])" + re.escape(w) + r"(?![\w$])") for w in focus if w]
+    hit = next((i for i in range(a, b + 1) if any(w.search(lines[i - 1]) for w in words)), None)
+    if hit is not None:
+        start = max(a, hit - 2)
+    elif only_focus:
+        return None
+    end = start - 1
+    used = 0
+    while end < b and used + t(end + 1) <= budget:
+        end += 1
+        used += t(end)
+    return (start, max(start, end))
+
+
 def trim_segment(
     seg: Segment,
     lines: Sequence[str],
     cap: int,
     block_tokens: Callable[[Segment], int],
     line_tokens: Callable[[Sequence[str]], list[int]],
+    focus: Sequence[str] = (),
 ) -> int | None:
     """Shrink ``seg.shown`` until ``block_tokens(seg) <= cap``; return the tokens or None (drop).
 
     ``block_tokens`` renders and counts the segment's block exactly; ``line_tokens`` gives
-    per-line estimates used to plan the cut before the exact check.
+    per-line estimates used to plan the cut before the exact check. When the best-ranked hit's
+    range does not fit whole, a window of it is kept instead: around its first line holding one
+    of the ``focus`` words (the question's identifiers), else from its start.
     """
     tok: list[int] = []
 
@@ -101,12 +132,22 @@ def trim_segment(
     marker_cost = 12  # tokens of one "... [lines a-b trimmed] ..." marker (about 10 in cl100k)
     budget = cap - base
     anchors: list[tuple[int, int]] = []
-    for _, sn in seg.members:
+    for i, (_, sn) in enumerate(seg.members):
         rng = (sn.start_line, sn.end_line)
         if rng == (seg.start, seg.end):
-            continue
+            # the best hit is the segment: its lines around the question's identifiers, when
+            # they are past the signature (else the lines after the signature, as before)
+            found = _window((seg.start + sig, seg.end), lines, focus, t, budget - 2 * marker_cost,
+                            only_focus=True) if i == 0 and seg.start + sig <= seg.end else None  # fmt: skip
+            if found is None:
+                continue
+            rng = found
         cand = _union(shown, rng)
         extra = cost(cand) - cost(shown) + marker_cost * (len(cand) - len(shown) + 1)
+        if extra > budget and i == 0:  # the best hit, too long: a window of it
+            rng = _window(rng, lines, focus, t, budget - 2 * marker_cost) or rng
+            cand = _union(shown, rng)
+            extra = cost(cand) - cost(shown) + marker_cost * (len(cand) - len(shown) + 1)
         if extra <= budget:
             budget -= extra
             shown = cand

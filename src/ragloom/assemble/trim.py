@@ -71,7 +71,11 @@ def _window(
     a, b = rng
     start = a
     words = [re.compile(r"(?<![\w$])" + re.escape(w) + r"(?![\w$])") for w in focus if w]
-    hit = next((i for i in range(a, b + 1) if any(w.search(lines[i - 1]) for w in words)), None)
+    hit = (
+        next((i for i in range(a, b + 1) if any(w.search(lines[i - 1]) for w in words)), None)
+        if words
+        else None  # no identifier in the question: no line to scan for one
+    )
     if hit is not None:
         start = max(a, hit - 2)
     elif only_focus:
